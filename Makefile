@@ -1,0 +1,73 @@
+# Attention and Transformers, hands-on: one entry point for every task.
+#
+#   make book     build the book into _build/html (sets up .venv first if needed)
+#   make test     unit tests + every notebook in the smoke profile (sets up .venv first)
+#   make lab      JupyterLab on the notebooks
+#   make full     re-execute every notebook in the full profile, in place (NB=... for one)
+#   make smoke    run notebooks in the smoke profile into a temp folder (NB=... for one)
+#   make lint     ruff
+#   make clean    remove build outputs (make distclean also removes .venv)
+#
+# Every target that needs Python creates .venv and installs requirements.txt and the
+# course_lib package whenever requirements.txt or pyproject.toml is newer than the last install.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.course-installed
+NB      ?=
+# Parallel pytest workers for `make test`; each notebook kernel then uses one CPU thread.
+WORKERS ?= 2
+
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+
+.PHONY: book test lab full smoke lint clean distclean install
+
+install: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -e .
+	touch $@
+
+# Warnings are errors; --all rebuilds every page so that no warning hides in a cached page.
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going --all
+	@echo "The book is in _build/html/index.html"
+
+# One pytest run: unit tests in tests/ and (if there are notebooks) every notebook through
+# nbval in the smoke profile. --dist loadfile keeps all cells of a notebook on one worker.
+# Results cards of the smoke runs go to a temp folder, never into book/results/.
+# Exit code 5 ("no tests collected") is not a failure.
+test: $(STAMP)
+	@results=$$(mktemp -d); \
+	COURSE_PROFILE=smoke COURSE_PROGRESS=off COURSE_THREADS=1 OMP_NUM_THREADS=1 \
+	COURSE_RESULTS_DIR=$$results \
+	$(PY) -m pytest tests $(if $(NOTEBOOKS),notebooks) \
+		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
+		--nbval-cell-timeout=600 -n $(WORKERS) --dist loadfile --durations=15 -ra; \
+	rc=$$?; rm -rf $$results; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: nothing to fail"; rc=0; fi; \
+	exit $$rc
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+full: $(STAMP)
+	$(PY) tools/run_notebooks.py --profile full $(NB)
+
+smoke: $(STAMP)
+	$(PY) tools/run_notebooks.py --profile smoke $(NB)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf _build ci-output .pytest_cache .ruff_cache *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

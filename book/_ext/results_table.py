@@ -1,0 +1,159 @@
+"""Sphinx directive ``results-table``: every results card in one table, at build time.
+
+A full run of a chapter notebook writes ``book/results/<notebook>.json``::
+
+    {"notebook": "04_sequence_reversal", "profile": "full", "seed": 0, "device": "cpu",
+     "torch": "2.13.0", "wall_seconds": 41.2, "params": {"full_model": 35012},
+     "metrics": {"simple_mse": 0.91, "full_mse": 0.0004}}
+
+In a page::
+
+    ```{results-table}
+    ```
+
+gives one row per card, sorted by notebook: the chapter (linked when it is in the book),
+device, torch version, wall time, parameter counts and metrics. Nested values such as
+``{"ablation": {"no_pe": 0.3}}`` are shown as ``ablation.no_pe``. With no cards the directive
+says so instead of failing. Registered in ``_config.yml`` under ``sphinx.local_extensions``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx import addnodes
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["Chapter", "Device", "torch", "Wall time", "Parameters", "Metrics"]
+
+
+def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
+    """``{"a": 1, "b": {"c": 2}}`` -> ``[("a", 1), ("b.c", 2)]``."""
+    if isinstance(value, dict):
+        items: list[tuple[str, object]] = []
+        for key, sub in value.items():
+            items.extend(flatten(sub, f"{prefix}.{key}" if prefix else str(key)))
+        return items
+    return [(prefix, value)]
+
+
+def fmt(value) -> str:
+    """Numbers with four significant digits, integers with thousands separators."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}" if abs(value) >= 1000 else f"{value:g}"
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def fmt_seconds(seconds) -> str:
+    if not isinstance(seconds, (int, float)):
+        return str(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+class ResultsTable(SphinxDirective):
+    has_content = False
+    option_spec = {"path": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        folder = Path(self.env.srcdir) / self.options.get("path", "book/results")
+        cards = []
+        for path in sorted(folder.glob("*.json")):
+            self.env.note_dependency(str(path))
+            try:
+                card = json.loads(path.read_text(encoding="utf-8"))
+                card["notebook"]  # noqa: B018 - must be there
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning(f"results card {path.name} is not valid: {exc}",
+                               location=(self.env.docname, self.lineno))
+                continue
+            cards.append(card)
+        if not cards:
+            para = nodes.paragraph(text="No results cards yet: a full run of a chapter notebook "
+                                   "(make full) writes one to book/results/.")
+            return [para]
+        return [self._table(cards)]
+
+    # ------------------------------------------------------------------ table building
+    def _table(self, cards: list[dict]) -> nodes.table:
+        table = nodes.table(classes=["results-table"])
+        group = nodes.tgroup(cols=len(COLUMNS))
+        table += group
+        for width in (18, 8, 8, 8, 20, 38):
+            group += nodes.colspec(colwidth=width)
+        head = nodes.thead()
+        group += head
+        head += self._row([nodes.paragraph(text=c) for c in COLUMNS])
+        body = nodes.tbody()
+        group += body
+        for card in cards:
+            body += self._row([
+                self._chapter(card),
+                nodes.paragraph(text=str(card.get("device", ""))),
+                nodes.paragraph(text=str(card.get("torch", ""))),
+                nodes.paragraph(text=fmt_seconds(card.get("wall_seconds", ""))),
+                self._pairs(card.get("params", {})),
+                self._pairs(card.get("metrics", {})),
+            ])
+        return table
+
+    @staticmethod
+    def _row(cells: list[nodes.Node]) -> nodes.row:
+        row = nodes.row()
+        for content in cells:
+            entry = nodes.entry()
+            entry += content
+            row += entry
+        return row
+
+    def _chapter(self, card: dict) -> nodes.Node:
+        stem = str(card["notebook"])
+        docname = f"notebooks/{stem}"
+        para = nodes.paragraph()
+        if docname in self.env.found_docs:
+            ref = addnodes.pending_xref("", refdomain="std", reftype="doc",
+                                        reftarget=f"/{docname}", refexplicit=True,
+                                        refdoc=self.env.docname)
+            ref += nodes.inline(text=stem)
+            para += ref
+        else:
+            para += nodes.Text(stem)
+        if card.get("profile") != "full":
+            para += nodes.emphasis(text=f" ({card.get('profile')} profile)")
+        return para
+
+    @staticmethod
+    def _pairs(values) -> nodes.Node:
+        pairs = flatten(values) if isinstance(values, dict) else [("", values)]
+        if not pairs:
+            return nodes.paragraph(text="")
+        block = nodes.line_block()
+        for name, value in pairs:
+            line = nodes.line()
+            if name:
+                line += nodes.literal(text=name)
+                line += nodes.Text(" = ")
+            line += nodes.Text(fmt(value))
+            block += line
+        return block
+
+
+def setup(app):
+    app.add_directive("results-table", ResultsTable)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,114 @@
+"""The results card: a chapter's headline numbers, written by a full run.
+
+    card = results.write_card("04_sequence_reversal", profile=PROFILE, seed=SEED, device=device,
+                              wall_seconds=time.perf_counter() - T0,
+                              params={"full_model": 35012},
+                              metrics={"simple_mse": 0.91, "full_mse": 0.0004})
+    card  # shows the card as a table
+
+Only the ``full`` profile writes ``book/results/<notebook>.json``; smoke runs write nothing
+in the repository. The book's results page gathers every card into one table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .runtime import results_dir
+
+PROFILES = ("full", "smoke")
+
+
+def _plain(value):
+    """Turn tensors, numpy scalars and nested containers into JSON-ready Python values."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"a results value must be a scalar, got a tensor of shape {tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"a results value must be finite, got {value}")
+        return float(f"{value:.6g}")
+    raise TypeError(f"cannot store a {type(value).__name__} in a results card")
+
+
+def make_card(notebook: str, profile: str, seed: int, device, wall_seconds: float,
+              params: dict, metrics: dict) -> dict:
+    """Build the card as a dict (validated, JSON-ready)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    if not isinstance(metrics, dict) or not metrics:
+        raise ValueError("metrics must be a non-empty dict of the chapter's headline numbers")
+    return {
+        "notebook": str(notebook),
+        "profile": profile,
+        "seed": int(seed),
+        "device": torch.device(device).type if not isinstance(device, str) else device,
+        "torch": torch.__version__.split("+")[0],
+        "wall_seconds": round(float(wall_seconds), 1),
+        "params": _plain(params or {}),
+        "metrics": _plain(metrics),
+    }
+
+
+def card_table(card: dict) -> pd.DataFrame:
+    """The card as a two-column table (nested dicts become ``name.key`` rows)."""
+    rows = []
+    for key in ("notebook", "profile", "seed", "device", "torch", "wall_seconds"):
+        rows.append((key, card[key]))
+    for group in ("params", "metrics"):
+        for name, value in card[group].items():
+            if isinstance(value, dict):
+                rows.extend((f"{group}.{name}.{k}", v) for k, v in value.items())
+            else:
+                rows.append((f"{group}.{name}", value))
+    shown = [(k, f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in rows]
+    return pd.DataFrame(shown, columns=["field", "value"]).set_index("field")
+
+
+def write_card(notebook: str, profile: str, seed: int, device, wall_seconds: float,
+               params: dict, metrics: dict, directory: str | Path | None = None) -> pd.DataFrame:
+    """Write ``<results_dir>/<notebook>.json`` for a full run; return the card as a table.
+
+    A smoke run writes nothing (unless ``directory`` is given explicitly).
+    """
+    card = make_card(notebook, profile, seed, device, wall_seconds, params, metrics)
+    if profile == "full" or directory is not None:
+        folder = Path(directory) if directory is not None else results_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{notebook}.json"
+        path.write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+        print(f"results card written to {path.name}")
+    else:
+        print(f"profile {profile!r}: results card not written")
+    return card_table(card)
+
+
+def read_cards(directory: str | Path | None = None) -> pd.DataFrame:
+    """Every card in the folder, one row per notebook (metrics flattened)."""
+    folder = Path(directory) if directory is not None else results_dir()
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        card = json.loads(path.read_text(encoding="utf-8"))
+        row = {k: card[k] for k in ("notebook", "device", "wall_seconds")}
+        row.update(pd.json_normalize(card["metrics"]).iloc[0].to_dict() if card["metrics"] else {})
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,119 @@
+"""Execute the chapter notebooks with papermill and print how long each one took.
+
+    python tools/run_notebooks.py                      # every notebook, full profile, in place
+    python tools/run_notebooks.py notebooks/07_gpt.ipynb
+    python tools/run_notebooks.py --profile smoke      # every notebook, smoke, into a temp folder
+    python tools/run_notebooks.py --profile smoke --output-dir out/ notebooks/01_attention.ipynb
+
+The full profile rewrites the committed notebooks (outputs) and their results cards in
+``book/results/``: that is how the book's numbers are produced. Any other profile never
+touches the repository: executed notebooks go to ``--output-dir`` (default: a new temporary
+folder) and results cards to ``$COURSE_RESULTS_DIR`` pointed at that folder.
+
+Each notebook runs in a fresh kernel with ``notebooks/`` as its working directory, with
+``-p PROFILE <profile>`` and ``COURSE_PROGRESS=text`` (progress bars as one final line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def run_one(nb: Path, out: Path, profile: str, kernel: str, env: dict[str, str]) -> float:
+    """Execute ``nb`` into ``out``; on failure ``out`` is left untouched."""
+    tmp = out.with_name(f".{out.stem}.running.ipynb")
+    cmd = [sys.executable, "-m", "papermill", str(nb), str(tmp), "--cwd", str(NOTEBOOKS),
+           "-k", kernel, "-p", "PROFILE", profile, "--log-output", "--no-progress-bar"]
+    start = time.perf_counter()
+    try:
+        subprocess.run(cmd, check=True, env=env)
+        hide_injected_parameters(tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return time.perf_counter() - start
+
+
+def hide_injected_parameters(path: Path) -> None:
+    """Tag papermill's injected-parameters cell ``remove-cell`` so the book does not show it."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks to run (default: every notebooks/*.ipynb, in order)")
+    parser.add_argument("--profile", default="full", choices=["full", "smoke"])
+    parser.add_argument("--output-dir", type=Path,
+                        help="where executed notebooks go (not allowed with --profile full, "
+                        "which writes in place)")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (python3)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="run the remaining notebooks after one fails")
+    args = parser.parse_args(argv)
+
+    notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    if not notebooks:
+        print("no notebooks in notebooks/: nothing to run")
+        return 0
+    for nb in notebooks:
+        if not nb.is_file():
+            parser.error(f"no such notebook: {nb}")
+
+    env = dict(os.environ, COURSE_PROGRESS="text", COURSE_PROFILE=args.profile)
+    if args.profile == "full":
+        if args.output_dir:
+            parser.error("--profile full rewrites the committed notebooks in place; "
+                         "--output-dir is for other profiles")
+        out_dir = None
+    else:
+        out_dir = args.output_dir or Path(tempfile.mkdtemp(prefix=f"course-{args.profile}-"))
+        out_dir = out_dir.resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if out_dir == NOTEBOOKS.resolve():
+            parser.error("the output folder must not be notebooks/")
+        env["COURSE_RESULTS_DIR"] = str(out_dir / "results")
+
+    times: list[tuple[str, float, str]] = []
+    failed = False
+    for nb in notebooks:
+        out = nb if out_dir is None else out_dir / nb.name
+        print(f"=== {nb.name} ({args.profile}) -> {out}", flush=True)
+        try:
+            seconds = run_one(nb, out, args.profile, args.kernel, env)
+            status = "ok"
+        except subprocess.CalledProcessError:
+            seconds, status, failed = float("nan"), "FAILED", True
+        times.append((nb.name, seconds, status))
+        print(f"=== {nb.name}: {status} in {seconds:.1f} s", flush=True)
+        if failed and not args.keep_going:
+            break
+
+    print(f"\n{'notebook':<36} {'seconds':>9}  status")
+    for name, seconds, status in times:
+        print(f"{name:<36} {seconds:>9.1f}  {status}")
+    total = sum(s for _, s, st in times if st == "ok")
+    print(f"{'total':<36} {total:>9.1f}")
+    if out_dir is not None:
+        print(f"executed notebooks are in {out_dir}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
