@@ -63,15 +63,7 @@ def _check_bias(bias, scores_shape) -> None:
         )
 
 
-# --------------------------------------------------------------------------- the function
-def scaled_dot_product_attention(q, k, v, mask=None, bias=None, dropout_p: float = 0.0):
-    """softmax(q k^T / sqrt(d_k) + bias, masked) v.
-
-    q: [..., Lq, d_k]   k: [..., Lk, d_k]   v: [..., Lk, d_v]
-    mask: bool, True = may attend, broadcastable to [..., Lq, Lk]
-    bias: float, added to the scores, broadcastable to [..., Lq, Lk]
-    returns (out [..., Lq, d_v], weights [..., Lq, Lk])
-    """
+def _check_qkv(q, k, v) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(name, t)
     if q.shape[-1] != k.shape[-1]:
@@ -82,6 +74,18 @@ def scaled_dot_product_attention(q, k, v, mask=None, bias=None, dropout_p: float
         raise ValueError(
             f"k and v must have the same length Lk (dim -2), got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
+
+
+# --------------------------------------------------------------------------- the function
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None, dropout_p: float = 0.0):
+    """softmax(q k^T / sqrt(d_k) + bias, masked) v.
+
+    q: [..., Lq, d_k]   k: [..., Lk, d_k]   v: [..., Lk, d_v]
+    mask: bool, True = may attend, broadcastable to [..., Lq, Lk]
+    bias: float, added to the scores, broadcastable to [..., Lq, Lk]
+    returns (out [..., Lq, d_v], weights [..., Lq, Lk])
+    """
+    _check_qkv(q, k, v)
     d_k = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # [..., Lq, Lk]
     if bias is not None:
@@ -206,11 +210,19 @@ class MultiHeadAttention(nn.Module):
                 f"sizes differ: torch module has embed_dim={mha.embed_dim}, num_heads={mha.num_heads}; "
                 f"this one d_model={self.d_model}, num_heads={self.num_heads}"
             )
+        if not mha._qkv_same_embed_dim:
+            raise ValueError("the torch module has kdim/vdim different from embed_dim; only "
+                             "modules with kdim = vdim = embed_dim can be copied")
+        if (mha.in_proj_bias is None) != (self.q_proj.bias is None):
+            raise ValueError(
+                f"bias differs: torch module has bias={mha.in_proj_bias is not None}, "
+                f"this one bias={self.q_proj.bias is not None}; build both the same way"
+            )
         w_q, w_k, w_v = mha.in_proj_weight.chunk(3, dim=0)
         for lin, w in ((self.q_proj, w_q), (self.k_proj, w_k), (self.v_proj, w_v)):
             lin.weight.copy_(w)
         self.out_proj.weight.copy_(mha.out_proj.weight)
-        if mha.in_proj_bias is not None and self.q_proj.bias is not None:
+        if mha.in_proj_bias is not None:
             b_q, b_k, b_v = mha.in_proj_bias.chunk(3, dim=0)
             for lin, b in ((self.q_proj, b_q), (self.k_proj, b_k), (self.v_proj, b_v)):
                 lin.bias.copy_(b)
@@ -224,6 +236,7 @@ def fused_attention(q, k, v, mask=None, bias=None, dropout_p: float = 0.0):
     Faster and lighter in memory; it does not return the weights. Rows with nothing to
     attend to give zeros, as in the explicit version.
     """
+    _check_qkv(q, k, v)
     scores_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
     attn_mask = None
     if mask is not None:

@@ -76,6 +76,8 @@ class LearnedPositionalEmbedding(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [B, L, {self.d_model}], got {tuple(x.shape)}")
         L = x.shape[1]
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         if offset + L > self.max_len:
             raise SequenceTooLongError(
                 f"sequence length {offset + L} exceeds max_len={self.max_len} of this learned "

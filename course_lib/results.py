@@ -61,7 +61,7 @@ def make_card(notebook: str, profile: str, seed: int, device, wall_seconds: floa
         "notebook": str(notebook),
         "profile": profile,
         "seed": int(seed),
-        "device": torch.device(device).type if not isinstance(device, str) else device,
+        "device": torch.device(device).type,  # "cuda:0" -> "cuda"
         "torch": torch.__version__.split("+")[0],
         "wall_seconds": round(float(wall_seconds), 1),
         "params": _plain(params or {}),

@@ -58,6 +58,7 @@ def set_seed(seed: int) -> None:
     """Seed Python, NumPy and PyTorch (CPU and every GPU) with one number."""
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = int(seed)  # random.seed rejects numpy integers
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds CUDA and MPS

@@ -84,7 +84,9 @@ def fit(model, train_loader, val_loader=None, loss_fn=None, optimizer=None, epoc
     """
     if optimizer is None:
         raise ValueError("fit needs an optimizer")
-    if not isinstance(epochs, int) or epochs < 1:
+    if patience is not None and (not isinstance(patience, int) or patience < 1):
+        raise ValueError(f"patience must be a positive int or None, got {patience!r}")
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
         raise ValueError(f"epochs must be a positive int, got {epochs!r}")
     if patience is not None and val_loader is None:
         raise ValueError("early stopping (patience) needs a val_loader")

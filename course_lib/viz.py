@@ -51,6 +51,8 @@ def attention_heads_grid(weights, x_labels=None, y_labels=None, ncols=4, title=N
     if weights.ndim != 3:
         raise ValueError(f"weights must be [h, Lq, Lk], got shape {weights.shape}")
     h = weights.shape[0]
+    if head_names is not None and len(head_names) != h:
+        raise ValueError(f"head_names has {len(head_names)} names for {h} heads")
     ncols = min(ncols, h)
     nrows = math.ceil(h / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 1, size * nrows), squeeze=False)

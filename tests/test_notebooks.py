@@ -113,7 +113,6 @@ def _run_cell(monkeypatch, tmp_path, colab: bool) -> list[list[str]]:
     monkeypatch.setattr(subprocess, "run", fake_run)
     monkeypatch.delenv("COURSE_DATA_DIR", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.chdir(tmp_path)
     if colab:
         monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     else:
@@ -154,7 +153,8 @@ def test_colab_cell_clones_the_configured_repository(monkeypatch, tmp_path):
 
 def test_colab_cell_follows_the_config(tmp_path):
     cfg = tmp_path / "_config.yml"
-    cfg.write_text("title: x\nrepository:\n  url: https://github.com/someone/fork\n  branch: main\n")
+    cfg.write_text("title: x\nrepository:\n"
+                   "  url: https://github.com/someone/fork\n  branch: main\n")
     url = repository_url(cfg)
     assert url == "https://github.com/someone/fork"
     assert f'COURSE_REPOSITORY = "{url}"' in colab_cell(url)
@@ -183,7 +183,7 @@ def test_set_repository_rewrites_config_and_notebooks(tmp_path, monkeypatch):
     readme.write_text("https://colab.research.google.com/github/a/b/blob/main/notebooks/01_x.ipynb\n")
     monkeypatch.setattr(set_repository, "CONFIG", cfg)
     monkeypatch.setattr(set_repository, "ROOT", tmp_path)
-    monkeypatch.setattr(set_repository, "repository_url", lambda: repository_url(cfg))
+    real_config = (ROOT / "_config.yml").read_bytes()
 
     assert set_repository.main(["https://github.com/me/fork", "--check"]) == 1
     assert set_repository.main(["https://github.com/me/fork"]) == 0
@@ -197,3 +197,4 @@ def test_set_repository_rewrites_config_and_notebooks(tmp_path, monkeypatch):
     assert len(nbformat.read(nbdir / "01_x.ipynb", as_version=4).cells) == 3
     assert "github/me/fork/blob" in readme.read_text()
     assert set_repository.main(["--check"]) == 0
+    assert (ROOT / "_config.yml").read_bytes() == real_config, "the real _config.yml was touched"

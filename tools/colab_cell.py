@@ -32,7 +32,8 @@ if "google.colab" in sys.modules:
     course_home = "/content/" + COURSE_REPOSITORY.rstrip("/").split("/")[-1].removesuffix(".git")
     if not os.path.isdir(course_home):
         subprocess.run(["git", "clone", "--depth", "1", COURSE_REPOSITORY, course_home], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", course_home], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", course_home],
+                       check=True)
     sys.path.insert(0, course_home)
     os.environ["COURSE_DATA_DIR"] = os.path.join(course_home, "data")
     os.chdir(os.path.join(course_home, "notebooks"))'''

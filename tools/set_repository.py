@@ -1,4 +1,4 @@
-"""Point the course at another GitHub repository (for a fork): ``python tools/set_repository.py URL``.
+"""Point the course at another GitHub repository: ``python tools/set_repository.py URL``.
 
 The repository URL is one setting, ``repository.url`` in ``_config.yml``. It is also written
 into places that cannot read that file at run time, and this script rewrites them all:
@@ -28,10 +28,12 @@ def _owner_repo(url: str) -> str:
     return url.rstrip("/").removesuffix(".git").split("github.com/", 1)[1]
 
 
-def set_config_url(url: str, config: Path = CONFIG) -> bool:
+def set_config_url(url: str, config: Path | None = None) -> bool:
     """Rewrite ``repository.url`` in ``_config.yml`` in place, keeping comments and layout."""
+    config = CONFIG if config is None else config
     text = config.read_text(encoding="utf-8")
-    pattern = re.compile(r"(^repository:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+url[ \t]*:[ \t]*)(\S+)", re.M)
+    pattern = re.compile(
+        r"(^repository:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+url[ \t]*:[ \t]*)(\S+)", re.M)
     if not pattern.search(text):
         raise SystemExit(f"{config}: no 'url:' under 'repository:'")
     new = pattern.sub(lambda m: m.group(1) + url, text, count=1)
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 on a mismatch")
     args = parser.parse_args(argv)
 
-    old = repository_url()
+    old = repository_url(CONFIG)
     url = check_url(args.url.rstrip("/")) if args.url else old
     stale = []
     if url != old:

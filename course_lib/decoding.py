@@ -1,0 +1,257 @@
+"""Turning a next-token model into text: greedy decoding, beam search and sampling.
+
+Every function here talks to the model through one small interface, a *step function*:
+
+    step_fn(tokens LongTensor [N, L]) -> logits FloatTensor [N, V]
+
+the logits of the token that follows each row of ``tokens``. A decoder-only model gives it
+as ``lambda t: model(t)[:, -1]``; an encoder-decoder closes over its encoder output. So the
+GPT of chapter 7 and the translation model of chapter 9 share these functions.
+
+- ``greedy_decode``  take the most likely token, every step
+- ``beam_search``    keep the ``beam_size`` best partial sequences (GNMT length penalty)
+- ``sample``         draw from softmax(logits / temperature), optionally cut to top-k / top-p
+- ``top_k_filter``, ``top_p_filter``  the two cuts, on their own
+
+Conventions: a row that has produced ``eos_id`` is finished; from then on it is padded with
+``pad_id`` (``eos_id`` when ``pad_id`` is None) and the model's choice is ignored. Decoding
+stops early once every row is finished, so the output may be shorter than
+``prefix_len + max_new_tokens``.
+
+In ``beam_search`` the step function sees ``N = B * beam_size`` rows grouped batch-major
+(rows ``b * beam_size ... (b + 1) * beam_size - 1`` belong to input ``b``): an
+encoder-decoder can precompute ``memory.repeat_interleave(beam_size, 0)``. A step function
+that keeps a cache (a KV cache) may define ``step_fn.reorder(index)``: beam search calls it
+with the LongTensor [N] of rows the surviving beams come from, after every step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+StepFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+# --------------------------------------------------------------------------- checks
+def _check_int(name: str, value, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _check_prefix(prefix) -> None:
+    if not isinstance(prefix, torch.Tensor):
+        raise TypeError(f"prefix must be a LongTensor of token ids [B, L0], got {type(prefix).__name__}")
+    if prefix.dim() != 2 or prefix.shape[1] < 1:
+        raise ValueError(f"prefix must have shape [B, L0] with L0 >= 1, got {tuple(prefix.shape)}")
+    if prefix.is_floating_point() or prefix.dtype == torch.bool:
+        raise TypeError(f"prefix must hold integer token ids, got dtype {prefix.dtype}")
+
+
+def _check_token_id(name: str, value) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError(f"{name} must be None or a token id (int >= 0), got {value!r}")
+
+
+def _check_temperature(temperature) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(
+            f"temperature must be a number > 0, got {temperature!r}; for the most likely token "
+            f"use greedy_decode (the limit temperature -> 0)"
+        )
+
+
+def _check_top_k(k) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"top_k must be an int >= 1 (the number of tokens kept), got {k!r}")
+
+
+def _check_top_p(p) -> None:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1] (the probability mass kept), got {p!r}")
+
+
+def _logits(step_fn: StepFn, tokens: torch.Tensor) -> torch.Tensor:
+    logits = step_fn(tokens)
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != tokens.shape[0]:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(
+            f"step_fn must return next-token logits of shape [N, V] = [{tokens.shape[0]}, V] "
+            f"for tokens of shape {tuple(tokens.shape)}, got {got}"
+        )
+    return logits.float()
+
+
+# --------------------------------------------------------------------------- filters
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits of each row, set the others to -inf.
+
+    logits: [..., V]. Exactly ``min(k, V)`` entries survive per row (ties broken by
+    ``torch.topk``).
+    """
+    _check_top_k(k)
+    k = min(k, logits.shape[-1])
+    index = logits.topk(k, dim=-1).indices  # [..., k]
+    kept = torch.full_like(logits, float("-inf"))
+    return kept.scatter(-1, index, logits.gather(-1, index))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches p.
+
+    logits: [..., V]. Sorted by probability, a token is kept when the mass of the tokens
+    before it is still below ``p``, so the most likely token is always kept and ``p = 1``
+    keeps every token.
+    """
+    _check_top_p(p)
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # [..., V]
+    probs = torch.softmax(sorted_logits.float(), dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs  # mass of the strictly more likely tokens
+    keep_sorted = mass_before < p
+    keep_sorted[..., 0] = True
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+# --------------------------------------------------------------------------- greedy
+@torch.no_grad()
+def greedy_decode(step_fn: StepFn, prefix: torch.Tensor, max_new_tokens: int,
+                  eos_id: int | None = None, pad_id: int | None = None) -> torch.Tensor:
+    """Append the most likely next token, ``max_new_tokens`` times (or until every row ends).
+
+    prefix: LongTensor [B, L0] -> LongTensor [B, L0 + T], T <= max_new_tokens.
+    """
+    _check_prefix(prefix)
+    _check_int("max_new_tokens", max_new_tokens, 0)
+    _check_token_id("eos_id", eos_id)
+    _check_token_id("pad_id", pad_id)
+    pad = eos_id if pad_id is None else pad_id
+    tokens = prefix
+    finished = torch.zeros(prefix.shape[0], dtype=torch.bool, device=prefix.device)
+    for _ in range(max_new_tokens):
+        next_token = _logits(step_fn, tokens).argmax(dim=-1)  # [B]
+        if eos_id is not None:
+            next_token = next_token.masked_fill(finished, pad)
+            finished = finished | (next_token == eos_id)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        if eos_id is not None and bool(finished.all()):
+            break
+    return tokens
+
+
+# --------------------------------------------------------------------------- sampling
+@torch.no_grad()
+def sample(step_fn: StepFn, prefix: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+           top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
+           generator: torch.Generator | None = None, pad_id: int | None = None) -> torch.Tensor:
+    """Draw each next token from softmax(logits / temperature), cut to top-k and/or top-p.
+
+    prefix: LongTensor [B, L0] -> LongTensor [B, L0 + T], T <= max_new_tokens. Pass a seeded
+    ``torch.Generator`` (on the prefix's device) for reproducible draws. With both cuts, top-k
+    is applied first, then top-p on what remains.
+    """
+    _check_prefix(prefix)
+    _check_int("max_new_tokens", max_new_tokens, 0)
+    _check_temperature(temperature)
+    if top_k is not None:
+        _check_top_k(top_k)
+    if top_p is not None:
+        _check_top_p(top_p)
+    _check_token_id("eos_id", eos_id)
+    _check_token_id("pad_id", pad_id)
+    pad = eos_id if pad_id is None else pad_id
+    tokens = prefix
+    finished = torch.zeros(prefix.shape[0], dtype=torch.bool, device=prefix.device)
+    for _ in range(max_new_tokens):
+        logits = _logits(step_fn, tokens) / temperature  # [B, V]
+        if top_k is not None:
+            logits = top_k_filter(logits, top_k)
+        if top_p is not None:
+            logits = top_p_filter(logits, top_p)
+        probs = torch.softmax(logits, dim=-1)
+        next_token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # [B]
+        if eos_id is not None:
+            next_token = next_token.masked_fill(finished, pad)
+            finished = finished | (next_token == eos_id)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        if eos_id is not None and bool(finished.all()):
+            break
+    return tokens
+
+
+# --------------------------------------------------------------------------- beam search
+def length_penalty_gnmt(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
+    """GNMT's length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016).
+
+    A hypothesis is ranked by log P(Y) / lp(Y); alpha = 0 ranks by log P(Y) alone, larger
+    alpha favours longer outputs.
+    """
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_tokens: int,
+                eos_id: int | None = None, length_penalty: float = 0.6,
+                pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keep the ``beam_size`` best partial sequences of each input; return the best one.
+
+    prefix: LongTensor [B, L0] -> (tokens LongTensor [B, L0 + T], scores FloatTensor [B]).
+
+    A hypothesis Y (the generated tokens, its ``eos_id`` included) is ranked by
+    ``log P(Y) / ((5 + |Y|) / 6) ** length_penalty``; the returned ``scores`` are these
+    ranked values. All beams of all inputs go through ``step_fn`` as one batch of
+    ``B * beam_size`` rows (batch-major). A finished hypothesis stays in its beam, keeps its
+    score and is padded with ``pad_id`` (``eos_id`` when None); the search stops when every
+    beam has finished or after ``max_new_tokens`` steps.
+    """
+    _check_prefix(prefix)
+    _check_int("beam_size", beam_size, 1)
+    _check_int("max_new_tokens", max_new_tokens, 0)
+    _check_token_id("eos_id", eos_id)
+    _check_token_id("pad_id", pad_id)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}")
+    pad = eos_id if pad_id is None else pad_id
+    B, K, device = prefix.shape[0], beam_size, prefix.device
+    tokens = prefix.repeat_interleave(K, dim=0)  # [B*K, L0], batch-major
+    # log P of each beam; only beam 0 is alive at the start, so the K beams do not repeat
+    logp = torch.full((B, K), float("-inf"), device=device)
+    logp[:, 0] = 0.0
+    logp = logp.view(-1)  # [B*K]
+    length = torch.zeros(B * K, device=device)  # generated tokens, eos included
+    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+    reorder = getattr(step_fn, "reorder", None)
+
+    for _ in range(max_new_tokens):
+        if bool((finished | torch.isinf(logp)).all()):
+            break
+        step_logp = torch.log_softmax(_logits(step_fn, tokens), dim=-1)  # [B*K, V]
+        V = step_logp.shape[-1]
+        if eos_id is not None and bool(finished.any()):
+            # a finished beam has one continuation (index eos_id, written as padding), at no cost
+            frozen = torch.full((V,), float("-inf"), device=device)
+            frozen[eos_id] = 0.0
+            step_logp = torch.where(finished[:, None], frozen, step_logp)
+        new_logp = logp[:, None] + step_logp  # [B*K, V]
+        new_len = length[:, None] + (~finished[:, None]).float()  # [B*K, 1]
+        rank = new_logp / length_penalty_gnmt(new_len, length_penalty)  # [B*K, V]
+        best = rank.view(B, K * V).topk(K, dim=-1).indices  # [B, K]
+        beam = (best // V + torch.arange(B, device=device)[:, None] * K).view(-1)  # source rows [B*K]
+        choice = (best % V).view(-1)  # [B*K]
+        logp, length = new_logp[beam, choice], new_len[beam, 0]
+        was_finished = finished[beam]
+        token = choice.masked_fill(was_finished, pad) if eos_id is not None else choice
+        if eos_id is not None:
+            finished = was_finished | (choice == eos_id)
+        tokens = torch.cat([tokens[beam], token[:, None]], dim=1)
+        if reorder is not None:
+            reorder(beam)
+
+    rank = (logp / length_penalty_gnmt(length, length_penalty)).view(B, K)
+    best_score, best_beam = rank.max(dim=-1)  # [B]
+    rows = best_beam + torch.arange(B, device=device) * K
+    return tokens[rows], best_score

@@ -1,0 +1,263 @@
+"""The encoder-decoder Transformer for translation, built from ``course_lib.blocks``.
+
+    model = Seq2SeqTransformer(vocab_size=8000, d_model=256, num_heads=4,
+                               num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, pad_id=0)
+    logits = model(src, tgt_in)                     # teacher forcing: [B, Lt, V]
+    step = model.make_step_fn(src, beam_size=5)     # for course_lib.decoding
+
+One shared (source + target) vocabulary, so one embedding table serves the source, the target
+and, transposed, the output projection ("weight tying"). The pieces, in order:
+
+- token embedding times sqrt(d_model), plus sinusoidal positions, then dropout;
+- encoder: ``num_encoder_layers`` x EncoderBlock, self-attention under the source padding mask;
+- decoder: ``num_decoder_layers`` x DecoderBlock: self-attention under padding AND causal
+  masks, cross-attention to the encoder output under the source padding mask;
+- Pre-Norm (``norm_first=True``) ends each stack with a LayerNorm, because its residual stream
+  is never normalised otherwise; Post-Norm (the 2017 paper) needs none (``final_norm``);
+- output projection: ``logits = h @ E^T`` with E the (target) embedding table.
+
+Masks follow the course's convention: boolean, True = may attend.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .blocks import DecoderBlock, EncoderBlock
+from .masks import causal_mask, padding_mask
+from .positional import SinusoidalPositionalEncoding
+
+
+def _positive_int(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder Transformer with a shared vocabulary and tied embeddings.
+
+    forward(src [B, Ls], tgt [B, Lt]) -> logits [B, Lt, vocab_size]
+
+    ``tgt`` is the decoder input (``<bos> y_1 ... y_{T-1}``); position t of the output scores
+    the token that follows it. ``share_source_embedding=False`` gives the encoder its own
+    table (the output projection stays tied to the target table).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 256, num_heads: int = 4,
+                 num_encoder_layers: int = 3, num_decoder_layers: int = 3, d_ff: int = 1024,
+                 dropout: float = 0.1, pad_id: int = 0, norm_first: bool = True,
+                 final_norm: bool | None = None, activation: str = "relu", max_len: int = 256,
+                 share_source_embedding: bool = True):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
+                            ("num_encoder_layers", num_encoder_layers),
+                            ("num_decoder_layers", num_decoder_layers), ("d_ff", d_ff), ("max_len", max_len)):
+            _positive_int(name, value)
+        if not isinstance(pad_id, int) or isinstance(pad_id, bool) or not 0 <= pad_id < vocab_size:
+            raise ValueError(f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}")
+        if not isinstance(norm_first, bool):
+            raise TypeError(f"norm_first must be True (Pre-Norm) or False (Post-Norm), got {norm_first!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.vocab_size, self.d_model, self.pad_id = vocab_size, d_model, pad_id
+        self.norm_first = norm_first
+        final_norm = norm_first if final_norm is None else final_norm
+
+        self.tgt_embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.src_embed = (self.tgt_embed if share_source_embedding
+                          else nn.Embedding(vocab_size, d_model, padding_idx=pad_id))
+        self.positions = SinusoidalPositionalEncoding(d_model, max_len=max_len, dropout=dropout)
+        self.encoder_layers = nn.ModuleList(
+            EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation)
+            for _ in range(num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(
+            DecoderBlock(d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation)
+            for _ in range(num_decoder_layers))
+        self.encoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.generator = nn.Linear(d_model, vocab_size, bias=False)
+        self.generator.weight = self.tgt_embed.weight  # weight tying: logits = h @ E^T
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ set-up
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every matrix in the stacks (as ``nn.Transformer`` does);
+        N(0, 1/d_model) for the embedding, so that after the sqrt(d_model) scale the token
+        vectors have unit-size entries, like the positions; the padding row is zero."""
+        for layer in [*self.encoder_layers, *self.decoder_layers]:
+            for p in layer.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+        for table in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
+            nn.init.normal_(table.weight, mean=0.0, std=self.d_model ** -0.5)
+            table.weight[self.pad_id].zero_()
+
+    # ------------------------------------------------------------------ checks
+    def _check_tokens(self, name: str, tokens) -> None:
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+        if tokens.dim() != 2 or tokens.shape[1] == 0:
+            raise ValueError(f"{name} must have shape [B, L] with L >= 1, got {tuple(tokens.shape)}")
+        if tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            raise ValueError(
+                f"{name} holds ids outside [0, vocab_size={self.vocab_size}): min {int(tokens.min())}, "
+                f"max {int(tokens.max())}"
+            )
+
+    # ------------------------------------------------------------------ pieces
+    def embed(self, tokens: torch.Tensor, table: nn.Embedding) -> torch.Tensor:
+        """tokens [B, L] -> E[tokens] * sqrt(d_model) + PE, then dropout: [B, L, d_model]."""
+        return self.positions(table(tokens) * math.sqrt(self.d_model))
+
+    def source_mask(self, src: torch.Tensor) -> torch.Tensor:
+        """bool [B, 1, 1, Ls]: every query may look at every real source token."""
+        return padding_mask(src, self.pad_id)
+
+    def target_mask(self, tgt: torch.Tensor) -> torch.Tensor:
+        """bool [B, 1, Lt, Lt]: padding AND causal (position t sees real tokens 0..t)."""
+        return padding_mask(tgt, self.pad_id) & causal_mask(tgt.shape[1], device=tgt.device)
+
+    def encode(self, src: torch.Tensor, need_weights: bool = False):
+        """src [B, Ls] -> (memory [B, Ls, d_model], src_mask [B, 1, 1, Ls]).
+
+        With ``need_weights=True`` also the list of per-layer self-attention weights
+        [B, h, Ls, Ls]."""
+        self._check_tokens("src", src)
+        src_mask = self.source_mask(src)
+        x = self.embed(src, self.src_embed)
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, mask=src_mask, need_weights=need_weights)
+            weights.append(w)
+        memory = self.encoder_norm(x)
+        return (memory, src_mask, weights) if need_weights else (memory, src_mask)
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+               need_weights: bool = False):
+        """tgt [B, Lt], memory [B, Ls, d] -> hidden states [B, Lt, d_model] (before the projection).
+
+        With ``need_weights=True`` returns ``(hidden, self_weights, cross_weights)``, two lists
+        with one [B, h, Lt, Lt] / [B, h, Lt, Ls] tensor per decoder layer."""
+        self._check_tokens("tgt", tgt)
+        if memory.dim() != 3 or memory.shape[-1] != self.d_model:
+            raise ValueError(f"memory must have shape [B, Ls, {self.d_model}], got {tuple(memory.shape)}")
+        if memory.shape[0] != tgt.shape[0]:
+            raise ValueError(
+                f"tgt has {tgt.shape[0]} rows but memory has {memory.shape[0]}: for beam search "
+                f"repeat the memory once per beam (memory.repeat_interleave(beam_size, 0))"
+            )
+        tgt_mask = self.target_mask(tgt)
+        x = self.embed(tgt, self.tgt_embed)
+        self_w, cross_w = [], []
+        for layer in self.decoder_layers:
+            x, ws, wc = layer(x, memory, self_mask=tgt_mask, memory_mask=src_mask, need_weights=need_weights)
+            self_w.append(ws)
+            cross_w.append(wc)
+        hidden = self.decoder_norm(x)
+        return (hidden, self_w, cross_w) if need_weights else hidden
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        self._check_tokens("src", src)
+        self._check_tokens("tgt", tgt)
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}")
+        memory, src_mask = self.encode(src)
+        return self.generator(self.decode(tgt, memory, src_mask))  # [B, Lt, V]
+
+    # ------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def attention_maps(self, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+        """Every attention matrix for a batch: ``{"encoder": [...], "decoder_self": [...],
+        "cross": [...]}``, one [B, h, Lq, Lk] tensor per layer."""
+        memory, src_mask, enc_w = self.encode(src, need_weights=True)
+        _, self_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=True)
+        return {"encoder": enc_w, "decoder_self": self_w, "cross": cross_w}
+
+    @torch.no_grad()
+    def make_step_fn(self, src: torch.Tensor, beam_size: int = 1):
+        """Encode ``src`` once and return ``step(tokens [N, L]) -> next-token logits [N, V]``.
+
+        This is the function ``course_lib.decoding`` expects. ``beam_size > 1`` repeats each
+        sentence's memory ``beam_size`` times, batch-major (rows b*k .. b*k+k-1 belong to
+        sentence b), so ``N = B * beam_size``. Put the model in eval mode first.
+        """
+        _positive_int("beam_size", beam_size)
+        memory, src_mask = self.encode(src)
+        if beam_size > 1:
+            memory = memory.repeat_interleave(beam_size, dim=0)  # [B*k, Ls, d]
+            src_mask = src_mask.repeat_interleave(beam_size, dim=0)  # [B*k, 1, 1, Ls]
+
+        @torch.no_grad()
+        def step(tokens: torch.Tensor) -> torch.Tensor:
+            if tokens.dim() != 2 or tokens.shape[0] != memory.shape[0]:
+                raise ValueError(
+                    f"step expects tokens [N, L] with N = {memory.shape[0]} (batch x beam_size), "
+                    f"got {tuple(tokens.shape)}"
+                )
+            hidden = self.decode(tokens, memory, src_mask)
+            return self.generator(hidden[:, -1])  # only the last position: [N, V]
+
+        return step
+
+    # ------------------------------------------------------------------ PyTorch's version
+    @torch.no_grad()
+    def load_from_torch(self, transformer: nn.Transformer) -> Seq2SeqTransformer:
+        """Copy the encoder and decoder stacks of a ``torch.nn.Transformer`` (batch_first, same
+        sizes) into this model. Embeddings, positions and the output projection are not part
+        of ``nn.Transformer`` and stay as they are.
+
+        ``nn.Transformer`` always ends both stacks with a LayerNorm, Post-Norm included; the
+        2017 paper's Post-Norm has none (its last sub-layer already ends in one). To compare
+        a Post-Norm model, build it with ``final_norm=True``.
+        """
+        enc, dec = transformer.encoder.layers, transformer.decoder.layers
+        if len(enc) != len(self.encoder_layers) or len(dec) != len(self.decoder_layers):
+            raise ValueError(
+                f"layer counts differ: torch has {len(enc)} encoder / {len(dec)} decoder layers, "
+                f"this model {len(self.encoder_layers)} / {len(self.decoder_layers)}"
+            )
+        if transformer.d_model != self.d_model:
+            raise ValueError(f"d_model differs: torch {transformer.d_model}, this model {self.d_model}")
+        if enc[0].norm_first != self.norm_first:
+            raise ValueError(
+                f"norm position differs: torch norm_first={enc[0].norm_first}, this model "
+                f"norm_first={self.norm_first}"
+            )
+        for name, theirs, ours in (("encoder", transformer.encoder.norm, self.encoder_norm),
+                                   ("decoder", transformer.decoder.norm, self.decoder_norm)):
+            if isinstance(theirs, nn.LayerNorm) != isinstance(ours, nn.LayerNorm):
+                raise ValueError(
+                    f"final {name} LayerNorm: torch has {type(theirs).__name__}, this model "
+                    f"{type(ours).__name__}; build this model with final_norm=True (nn.Transformer "
+                    f"always has one) or replace torch's with nn.Identity()"
+                )
+            if isinstance(ours, nn.LayerNorm):
+                ours.load_state_dict(theirs.state_dict())
+
+        def copy_ffn(block_ffn, layer):
+            block_ffn.net[0].load_state_dict(layer.linear1.state_dict())
+            block_ffn.net[3].load_state_dict(layer.linear2.state_dict())
+
+        for ours, theirs in zip(self.encoder_layers, enc):
+            ours.attn.load_from_torch(theirs.self_attn)
+            copy_ffn(ours.ffn, theirs)
+            ours.attn_sub.norm.load_state_dict(theirs.norm1.state_dict())
+            ours.ffn_sub.norm.load_state_dict(theirs.norm2.state_dict())
+        for ours, theirs in zip(self.decoder_layers, dec):
+            ours.self_attn.load_from_torch(theirs.self_attn)
+            ours.cross_attn.load_from_torch(theirs.multihead_attn)
+            copy_ffn(ours.ffn, theirs)
+            for sub, norm in zip(ours.subs, (theirs.norm1, theirs.norm2, theirs.norm3)):
+                sub.norm.load_state_dict(norm.state_dict())
+        return self
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Trainable parameters, each shared tensor counted once (``parameters()`` de-duplicates)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

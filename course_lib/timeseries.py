@@ -1,0 +1,217 @@
+"""Forecasting from windows of an hourly series: features, chronological splits, baselines.
+
+    feats = weather_features(data.load_beijing())           # one row per hour, all numeric
+    splits = year_splits(df["datetime"], {"train": (2010, 2012), "val": (2013, 2013),
+                                          "test": (2014, 2014)})
+    scaler = Standardizer().fit(feats.iloc[splits["train"]])  # statistics of the training years
+    values = scaler.transform(feats)                         # [T, F] float32
+    X, y, t = make_windows(values, values[:, temp], splits["val"], length=72)
+    # X [N, 72, F] = hours t-72 .. t-1, y [N] = the value at hour t (horizon 1)
+
+No leakage across a split: a window and its target lie entirely inside one split's hours,
+so no training window ever sees (or predicts) an hour of the validation or test years.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = [
+    "WIND_DIRECTIONS",
+    "weather_features",
+    "year_splits",
+    "Standardizer",
+    "window_starts",
+    "make_windows",
+    "persistence",
+    "seasonal_naive",
+    "mae",
+    "rmse",
+    "predict",
+]
+
+WIND_DIRECTIONS = ("NE", "NW", "SE", "cv")
+
+
+# --------------------------------------------------------------------------- features
+def weather_features(df: pd.DataFrame, hour_of_day: bool = True) -> pd.DataFrame:
+    """The Beijing weather as numeric inputs, one row per hour (``pm2.5`` is left out).
+
+    columns: DEWP, TEMP, PRES (as measured), log_Iws = log(1 + Iws) (the cumulated wind
+    speed has a long right tail), Is, Ir (cumulated hours of snow / rain), wind_NE, wind_NW,
+    wind_SE, wind_cv (one-hot ``cbwd``: a direction has no order, so no single number), and
+    with ``hour_of_day`` hour_sin, hour_cos (the clock hour on a circle: 23 h is next to 0 h).
+    """
+    required = {"DEWP", "TEMP", "PRES", "cbwd", "Iws", "Is", "Ir", "hour"}
+    missing = sorted(required - set(df.columns))
+    if missing:
+        raise ValueError(f"weather_features needs the columns {sorted(required)}; missing {missing}")
+    wind = pd.Categorical(df["cbwd"], categories=list(WIND_DIRECTIONS))
+    if wind.isna().any():
+        bad = sorted(set(df["cbwd"][wind.isna()].astype(str)))
+        raise ValueError(f"unknown wind directions in cbwd: {bad}; expected {list(WIND_DIRECTIONS)}")
+    out = pd.DataFrame(index=df.index)
+    out["DEWP"] = df["DEWP"].astype("float32")
+    out["TEMP"] = df["TEMP"].astype("float32")
+    out["PRES"] = df["PRES"].astype("float32")
+    out["log_Iws"] = np.log1p(df["Iws"].astype("float64")).astype("float32")
+    out["Is"] = df["Is"].astype("float32")
+    out["Ir"] = df["Ir"].astype("float32")
+    for name in WIND_DIRECTIONS:
+        out[f"wind_{name}"] = (wind == name).astype("float32")
+    if hour_of_day:
+        angle = 2 * np.pi * df["hour"].to_numpy() / 24
+        out["hour_sin"] = np.sin(angle).astype("float32")
+        out["hour_cos"] = np.cos(angle).astype("float32")
+    if out.isna().any().any():
+        raise ValueError(f"missing values in {list(out.columns[out.isna().any()])}")
+    return out
+
+
+# --------------------------------------------------------------------------- splits
+def year_splits(times, splits: dict[str, tuple[int, int]]) -> dict[str, slice]:
+    """Row slices of consecutive, non-overlapping year ranges, in chronological order.
+
+    ``times`` must be sorted; ``splits`` maps a name to (first_year, last_year), inclusive.
+    """
+    times = pd.DatetimeIndex(pd.to_datetime(times))
+    if not times.is_monotonic_increasing:
+        raise ValueError("times must be sorted in increasing order")
+    years = times.year.to_numpy()
+    out, previous_end = {}, -1
+    for name, bounds in splits.items():
+        if len(bounds) != 2 or bounds[0] > bounds[1]:
+            raise ValueError(f"split {name!r} must be (first_year, last_year), got {bounds!r}")
+        first, last = bounds
+        rows = np.flatnonzero((years >= first) & (years <= last))
+        if rows.size == 0:
+            raise ValueError(f"split {name!r} ({first}-{last}) holds no rows")
+        if rows[0] <= previous_end:
+            raise ValueError(f"split {name!r} overlaps or precedes the split before it: "
+                             "list the splits in chronological order")
+        out[name] = slice(int(rows[0]), int(rows[-1]) + 1)
+        previous_end = rows[-1]
+    return out
+
+
+# --------------------------------------------------------------------------- scaling
+class Standardizer:
+    """(x - mean) / std per column, with the statistics of the rows given to ``fit`` only."""
+
+    def fit(self, frame) -> Standardizer:
+        arr = np.asarray(frame, dtype=np.float64)
+        if arr.ndim != 2 or len(arr) < 2:
+            raise ValueError(f"fit needs a [rows, columns] table with 2+ rows, got shape {arr.shape}")
+        self.mean_ = arr.mean(axis=0)
+        std = arr.std(axis=0)
+        self.std_ = np.where(std > 0, std, 1.0)  # a constant column is centred, not divided by 0
+        self.columns_ = list(frame.columns) if isinstance(frame, pd.DataFrame) else None
+        return self
+
+    def _check(self, arr):
+        if not hasattr(self, "mean_"):
+            raise RuntimeError("call fit() before transform()")
+        if arr.shape[-1] != self.mean_.shape[0]:
+            raise ValueError(f"expected {self.mean_.shape[0]} columns, got {arr.shape[-1]}")
+
+    def transform(self, frame) -> np.ndarray:
+        arr = np.asarray(frame, dtype=np.float64)
+        self._check(arr)
+        return ((arr - self.mean_) / self.std_).astype(np.float32)
+
+    def inverse(self, values, column: int | str):
+        """Scaled values of one column back to its original units."""
+        if not hasattr(self, "mean_"):
+            raise RuntimeError("call fit() before inverse()")
+        j = self.columns_.index(column) if isinstance(column, str) else int(column)
+        return values * self.std_[j] + self.mean_[j]
+
+
+# --------------------------------------------------------------------------- windows
+def window_starts(split: slice, length: int, horizon: int = 1, stride: int = 1) -> np.ndarray:
+    """First rows s of the windows [s, s + length) whose target row s + length - 1 + horizon
+    lies inside ``split`` together with the whole window. ``stride`` keeps every stride-th."""
+    for name, val in (("length", length), ("horizon", horizon), ("stride", stride)):
+        if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
+            raise ValueError(f"{name} must be a positive int, got {val!r}")
+    last_start = split.stop - length - horizon  # target row = start + length - 1 + horizon
+    if last_start < split.start:
+        raise ValueError(f"the split has {split.stop - split.start} rows, fewer than "
+                         f"length + horizon = {length + horizon}")
+    return np.arange(split.start, last_start + 1, stride)
+
+
+def make_windows(values, target, split: slice, length: int, horizon: int = 1, stride: int = 1,
+                 starts=None):
+    """Inputs, targets and target rows of every window in ``split``.
+
+    values [T, F], target [T] -> X [N, length, F] (rows s .. s+length-1),
+    y [N] (target row s + length - 1 + horizon), rows [N] (those target rows), as float32
+    tensors and an int64 numpy array. ``starts`` overrides the windows chosen by
+    ``window_starts`` (e.g. to score two lengths on the same targets).
+    """
+    values = torch.tensor(np.asarray(values, dtype=np.float32))
+    target = torch.tensor(np.asarray(target, dtype=np.float32))
+    if values.dim() != 2 or target.dim() != 1 or len(values) != len(target):
+        raise ValueError(f"values must be [T, F] and target [T], got {tuple(values.shape)} and "
+                         f"{tuple(target.shape)}")
+    if starts is None:
+        starts = window_starts(split, length, horizon, stride)
+    starts = np.asarray(starts, dtype=np.int64)
+    rows = starts + length - 1 + horizon
+    if starts.min() < split.start or rows.max() >= split.stop:
+        raise ValueError("a window or its target falls outside the split")
+    windows = values.unfold(0, length, 1)  # [T - length + 1, F, length], a view: no copy
+    X = windows[torch.as_tensor(starts)].transpose(1, 2).contiguous()  # [N, length, F]
+    return X, target[torch.as_tensor(rows)].clone(), rows
+
+
+# --------------------------------------------------------------------------- baselines
+def persistence(X, column: int, horizon: int = 1):
+    """Tomorrow looks like now: the last value of ``column`` in each window. [N, L, F] -> [N]"""
+    return X[:, -1, column]
+
+
+def seasonal_naive(X, column: int, horizon: int = 1, period: int = 24):
+    """The value one period (24 h) before the target hour. [N, L, F] -> [N]"""
+    offset = X.shape[1] - 1 + horizon - period  # position of (target row - period) in the window
+    if not 0 <= offset < X.shape[1]:
+        raise ValueError(f"period {period} with horizon {horizon} needs a window of at least "
+                         f"{period - horizon + 1} rows, got {X.shape[1]}")
+    return X[:, offset, column]
+
+
+def mae(pred, true) -> float:
+    """Mean absolute error."""
+    pred, true = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
+    if pred.shape != true.shape:
+        raise ValueError(f"shapes differ: {pred.shape} and {true.shape}")
+    return float(np.mean(np.abs(pred - true)))
+
+
+def rmse(pred, true) -> float:
+    """Root mean squared error."""
+    pred, true = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
+    if pred.shape != true.shape:
+        raise ValueError(f"shapes differ: {pred.shape} and {true.shape}")
+    return float(math.sqrt(np.mean((pred - true) ** 2)))
+
+
+@torch.no_grad()
+def predict(model, X, batch_size: int = 1024, device="cpu") -> np.ndarray:
+    """Model outputs for X [N, L, F] in eval mode, batch by batch, as a numpy array [N].
+
+    A model that returns (prediction, attention weights) has its first element used.
+    """
+    model.eval()
+    outs = []
+    for i in range(0, len(X), batch_size):
+        out = model(X[i : i + batch_size].to(device))
+        if isinstance(out, tuple):
+            out = out[0]
+        outs.append(out.reshape(-1).float().cpu())
+    return torch.cat(outs).numpy()
