@@ -23,7 +23,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 failed.add(path)
     if not seconds:
         return
-    terminalreporter.section("notebook times (smoke profile, cells only, without kernel start)")
+    terminalreporter.section("time per notebook (kernel start and every cell)")
     for path in sorted(seconds):
         mark = "  FAILED" if path in failed else ""
         terminalreporter.write_line(f"{seconds[path]:8.1f} s  {path}{mark}")

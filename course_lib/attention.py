@@ -24,7 +24,9 @@ def _check_tensor(name: str, x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < 2:
-        raise ValueError(f"{name} must have shape [..., L, d] (at least 2 dims), got {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have shape [..., L, d] (at least 2 dims), got {tuple(x.shape)}"
+        )
 
 
 def _broadcastable(shape, target) -> bool:
@@ -68,11 +70,13 @@ def _check_qkv(q, k, v) -> None:
         _check_tensor(name, t)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"q and k must have the same last dimension d_k, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+            f"q and k must have the same last dimension d_k, "
+            f"got q {tuple(q.shape)} and k {tuple(k.shape)}"
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k and v must have the same length Lk (dim -2), got k {tuple(k.shape)} and v {tuple(v.shape)}"
+            f"k and v must have the same length Lk (dim -2), "
+            f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
 
 
@@ -151,7 +155,8 @@ class MultiHeadAttention(nn.Module):
         if d_model % num_heads != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
-                f"d_model / num_heads dimensions, so choose num_heads among the divisors of {d_model}"
+                f"d_model / num_heads dimensions, so choose num_heads among the divisors "
+                f"of {d_model}"
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -168,7 +173,7 @@ class MultiHeadAttention(nn.Module):
         return x.view(B, L, self.num_heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x):
-        """[B, h, L, d_k] -> [B, L, d_model]  (contiguous() because transpose made a strided view)"""
+        """[B, h, L, d_k] -> [B, L, d_model]; contiguous() because transpose left a strided view"""
         B, h, L, d_k = x.shape
         return x.transpose(1, 2).contiguous().view(B, L, h * d_k)
 
@@ -184,7 +189,9 @@ class MultiHeadAttention(nn.Module):
                     f"built with d_model={self.d_model}"
                 )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
+            raise ValueError(
+                f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}"
+            )
         if not (query.shape[0] == key.shape[0] == value.shape[0]):
             raise ValueError("query, key and value must have the same batch size")
 
@@ -197,7 +204,9 @@ class MultiHeadAttention(nn.Module):
             mask = mask.unsqueeze(1)  # [B, Lq, Lk] -> [B, 1, Lq, Lk]: same mask for every head
         p = self.dropout if self.training else 0.0
         if need_weights:
-            context, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, dropout_p=p)
+            context, weights = scaled_dot_product_attention(
+                q, k, v, mask=mask, bias=bias, dropout_p=p
+            )
         else:
             context, weights = fused_attention(q, k, v, mask=mask, bias=bias, dropout_p=p), None
         return self.out_proj(self.merge_heads(context)), weights
@@ -207,12 +216,15 @@ class MultiHeadAttention(nn.Module):
         """Copy the weights of a ``torch.nn.MultiheadAttention`` (batch_first, same sizes)."""
         if mha.embed_dim != self.d_model or mha.num_heads != self.num_heads:
             raise ValueError(
-                f"sizes differ: torch module has embed_dim={mha.embed_dim}, num_heads={mha.num_heads}; "
+                f"sizes differ: torch module has embed_dim={mha.embed_dim}, "
+                f"num_heads={mha.num_heads}; "
                 f"this one d_model={self.d_model}, num_heads={self.num_heads}"
             )
         if not mha._qkv_same_embed_dim:
-            raise ValueError("the torch module has kdim/vdim different from embed_dim; only "
-                             "modules with kdim = vdim = embed_dim can be copied")
+            raise ValueError(
+                "the torch module has kdim/vdim different from embed_dim; only "
+                "modules with kdim = vdim = embed_dim can be copied"
+            )
         if (mha.in_proj_bias is None) != (self.q_proj.bias is None):
             raise ValueError(
                 f"bias differs: torch module has bias={mha.in_proj_bias is not None}, "
@@ -244,7 +256,11 @@ def fused_attention(q, k, v, mask=None, bias=None, dropout_p: float = 0.0):
         attn_mask = mask
     if bias is not None:
         _check_bias(bias, scores_shape)
-        attn_mask = bias.to(q.dtype) if attn_mask is None else bias.to(q.dtype).masked_fill(~attn_mask, float("-inf"))
+        attn_mask = (
+            bias.to(q.dtype)
+            if attn_mask is None
+            else bias.to(q.dtype).masked_fill(~attn_mask, float("-inf"))
+        )
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
     if mask is not None:
         empty = ~mask.any(dim=-1, keepdim=True)  # [..., Lq, 1] rows with nothing to attend to
@@ -272,12 +288,20 @@ class AdditiveAttention(nn.Module):
         for name, t in (("q", q), ("k", k), ("v", v)):
             _check_tensor(name, t)
         if q.shape[-1] != self.W_q.in_features:
-            raise ValueError(f"q has last dimension {q.shape[-1]}, expected query_dim={self.W_q.in_features}")
+            raise ValueError(
+                f"q has last dimension {q.shape[-1]}, expected query_dim={self.W_q.in_features}"
+            )
         if k.shape[-1] != self.W_k.in_features:
-            raise ValueError(f"k has last dimension {k.shape[-1]}, expected key_dim={self.W_k.in_features}")
+            raise ValueError(
+                f"k has last dimension {k.shape[-1]}, expected key_dim={self.W_k.in_features}"
+            )
         if k.shape[-2] != v.shape[-2]:
-            raise ValueError(f"k and v must have the same length, got {k.shape[-2]} and {v.shape[-2]}")
-        hidden = torch.tanh(self.W_q(q).unsqueeze(-2) + self.W_k(k).unsqueeze(-3))  # [B, Lq, Lk, hidden]
+            raise ValueError(
+                f"k and v must have the same length, got {k.shape[-2]} and {v.shape[-2]}"
+            )
+        hidden = torch.tanh(
+            self.W_q(q).unsqueeze(-2) + self.W_k(k).unsqueeze(-3)
+        )  # [B, Lq, Lk, hidden]
         scores = self.w(hidden).squeeze(-1)  # [B, Lq, Lk]
         if mask is not None:
             check_mask(mask, scores.shape)

@@ -15,7 +15,7 @@ from .attention import MultiHeadAttention
 
 
 class FeedForward(nn.Module):
-    """Position-wise MLP: Linear(d_model, d_ff) -> activation -> dropout -> Linear(d_ff, d_model)."""
+    """Per-position MLP: Linear(d_model, d_ff) -> activation -> dropout -> Linear(d_ff, d_model)"""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
@@ -23,7 +23,10 @@ class FeedForward(nn.Module):
         if activation not in acts:
             raise ValueError(f"activation must be one of {sorted(acts)}, got {activation!r}")
         self.net = nn.Sequential(
-            nn.Linear(d_model, d_ff), acts[activation](), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
+            nn.Linear(d_model, d_ff),
+            acts[activation](),
+            nn.Dropout(dropout),
+            nn.Linear(d_ff, d_model),
         )
 
     def forward(self, x):  # [B, L, d_model] -> [B, L, d_model]
@@ -33,7 +36,9 @@ class FeedForward(nn.Module):
 class _Sublayer(nn.Module):
     """One residual branch with its LayerNorm placed before (pre) or after (post) it."""
 
-    def __init__(self, d_model: int, dropout: float, norm_first: bool, use_norm: bool, use_residual: bool):
+    def __init__(
+        self, d_model: int, dropout: float, norm_first: bool, use_norm: bool, use_residual: bool
+    ):
         super().__init__()
         self.norm = nn.LayerNorm(d_model) if use_norm else nn.Identity()
         self.dropout = nn.Dropout(dropout)
@@ -49,7 +54,9 @@ class _Sublayer(nn.Module):
 
 def _check_norm_position(norm_first):
     if not isinstance(norm_first, bool):
-        raise TypeError(f"norm_first must be True (Pre-Norm) or False (Post-Norm), got {norm_first!r}")
+        raise TypeError(
+            f"norm_first must be True (Pre-Norm) or False (Post-Norm), got {norm_first!r}"
+        )
 
 
 class EncoderBlock(nn.Module):
@@ -59,15 +66,26 @@ class EncoderBlock(nn.Module):
     Switches: ``use_ffn``, ``use_residual``, ``use_norm``, ``norm_first`` (Pre-Norm when True).
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = True, use_ffn: bool = True, use_residual: bool = True,
-                 use_norm: bool = True, activation: str = "relu"):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        use_ffn: bool = True,
+        use_residual: bool = True,
+        use_norm: bool = True,
+        activation: str = "relu",
+    ):
         super().__init__()
         _check_norm_position(norm_first)
         self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.attn_sub = _Sublayer(d_model, dropout, norm_first, use_norm, use_residual)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation) if use_ffn else None
-        self.ffn_sub = _Sublayer(d_model, dropout, norm_first, use_norm, use_residual) if use_ffn else None
+        self.ffn_sub = (
+            _Sublayer(d_model, dropout, norm_first, use_norm, use_residual) if use_ffn else None
+        )
 
     def forward(self, x, mask=None, bias=None, need_weights: bool = True):
         weights = None
@@ -90,14 +108,23 @@ class DecoderBlock(nn.Module):
         -> (x [B, Lt, d], self_weights [B, h, Lt, Lt], cross_weights [B, h, Lt, Ls])
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = True, activation: str = "relu"):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        activation: str = "relu",
+    ):
         super().__init__()
         _check_norm_position(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.subs = nn.ModuleList(_Sublayer(d_model, dropout, norm_first, True, True) for _ in range(3))
+        self.subs = nn.ModuleList(
+            _Sublayer(d_model, dropout, norm_first, True, True) for _ in range(3)
+        )
 
     def forward(self, x, memory, self_mask=None, memory_mask=None, need_weights: bool = True):
         w = {}
@@ -107,7 +134,9 @@ class DecoderBlock(nn.Module):
             return out
 
         def cross_attn(h):
-            out, w["cross"] = self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights)
+            out, w["cross"] = self.cross_attn(
+                h, memory, memory, mask=memory_mask, need_weights=need_weights
+            )
             return out
 
         x = self.subs[0](x, self_attn)

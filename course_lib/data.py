@@ -56,56 +56,39 @@ __all__ = [
 # --------------------------------------------------------------------------- the files
 # Every file the course ships, relative to the data folder -> its sha256 (= data/SHA256SUMS).
 SHA256: dict[str, str] = {
-    "ames_housing/AmesHousing.csv":
-        "65a1cbb89c2b58b11674097135dd04e710df5db726bcfe6ec551de38b44e4911",
-    "ames_housing/DataDocumentation.txt":
-        "c834a3e4c37c7a75e2fac5b4eeb0f9c4002c0848752cdc02eb42b8eb6215a704",
-    "beijing_pm25/PRSA_data_2010.1.1-2014.12.31.csv":
-        "4127f868775e31b3956522adc0ec75af8937dde6a3896e8beed3a376c6d27f1c",
-    "cmn_eng/cmn.txt":
-        "3a8ac6cb8cdaab6e235d3075ec3680084044d975882d6139c903bf7893097ff6",
-    "imdb/README":
-        "a69bd3b91235c7fa1d6aadab51e257b7fa3f7b68f32b607483a72bd67f95e557",
-    "imdb/imdb_test_00.csv.gz":
-        "840f02ff71e102bec3f14cbfb6db65ce70112291738d849f112321cff74321d4",
-    "imdb/imdb_test_01.csv.gz":
-        "115c71bbce09fb248c8e6527185c77be6efafef2bb3a25d3032a52a56ecd8197",
-    "imdb/imdb_test_02.csv.gz":
-        "147d7ea745a73c3435da4422eb5cb42d40ac15d2206a190edeefa198e9591348",
-    "imdb/imdb_test_03.csv.gz":
-        "85e5c58549dd7e06eeeec7b5676462bb7215a4252f7587b3a88e806602ad2dbf",
-    "imdb/imdb_test_04.csv.gz":
-        "5c83315937439d4e24736ef3e3fdccd115b49dc92f4e55f62ec14ea3ad447546",
-    "imdb/imdb_train_00.csv.gz":
-        "9b41f866ed3203c2fcc844584056101999da062b88bb177dabc3afb70e4b8e33",
-    "imdb/imdb_train_01.csv.gz":
-        "bc8fa01d9fc005ab7ab08f137fcd7509bda408618941b9b7cf441e2731a61a88",
-    "imdb/imdb_train_02.csv.gz":
-        "3cb583ba4dee9deedf2b2138389a9ac86e40836960a16410b3f3a1698d2f8be4",
-    "imdb/imdb_train_03.csv.gz":
-        "b13893a0127314245d93e923cb3566d06e032f35c0b3892a6bf9847c2a77d6cf",
-    "imdb/imdb_train_04.csv.gz":
-        "a94ba7e3421b0dd6225938c7348c9762b6d8fe8116b478963b02ff345df49cd2",
-    "multi30k/test_2016_flickr.de.gz":
-        "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    "multi30k/test_2016_flickr.en.gz":
-        "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-    "multi30k/train.de.gz":
-        "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-    "multi30k/train.en.gz":
-        "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-    "multi30k/val.de.gz":
-        "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-    "multi30k/val.en.gz":
-        "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "ames_housing/AmesHousing.csv": "65a1cbb89c2b58b11674097135dd04e710df5db726bcfe6ec551de38b44e4911",
+    "ames_housing/DataDocumentation.txt": "c834a3e4c37c7a75e2fac5b4eeb0f9c4002c0848752cdc02eb42b8eb6215a704",
+    "beijing_pm25/PRSA_data_2010.1.1-2014.12.31.csv": "4127f868775e31b3956522adc0ec75af8937dde6a3896e8beed3a376c6d27f1c",
+    "cmn_eng/cmn.txt": "3a8ac6cb8cdaab6e235d3075ec3680084044d975882d6139c903bf7893097ff6",
+    "imdb/README": "a69bd3b91235c7fa1d6aadab51e257b7fa3f7b68f32b607483a72bd67f95e557",
+    "imdb/imdb_test_00.csv.gz": "840f02ff71e102bec3f14cbfb6db65ce70112291738d849f112321cff74321d4",
+    "imdb/imdb_test_01.csv.gz": "115c71bbce09fb248c8e6527185c77be6efafef2bb3a25d3032a52a56ecd8197",
+    "imdb/imdb_test_02.csv.gz": "147d7ea745a73c3435da4422eb5cb42d40ac15d2206a190edeefa198e9591348",
+    "imdb/imdb_test_03.csv.gz": "85e5c58549dd7e06eeeec7b5676462bb7215a4252f7587b3a88e806602ad2dbf",
+    "imdb/imdb_test_04.csv.gz": "5c83315937439d4e24736ef3e3fdccd115b49dc92f4e55f62ec14ea3ad447546",
+    "imdb/imdb_train_00.csv.gz": "9b41f866ed3203c2fcc844584056101999da062b88bb177dabc3afb70e4b8e33",
+    "imdb/imdb_train_01.csv.gz": "bc8fa01d9fc005ab7ab08f137fcd7509bda408618941b9b7cf441e2731a61a88",
+    "imdb/imdb_train_02.csv.gz": "3cb583ba4dee9deedf2b2138389a9ac86e40836960a16410b3f3a1698d2f8be4",
+    "imdb/imdb_train_03.csv.gz": "b13893a0127314245d93e923cb3566d06e032f35c0b3892a6bf9847c2a77d6cf",
+    "imdb/imdb_train_04.csv.gz": "a94ba7e3421b0dd6225938c7348c9762b6d8fe8116b478963b02ff345df49cd2",
+    "multi30k/test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "multi30k/test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "multi30k/train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "multi30k/train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "multi30k/val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "multi30k/val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
 }
 
 BEIJING_FILE = "beijing_pm25/PRSA_data_2010.1.1-2014.12.31.csv"
 AMES_FILE = "ames_housing/AmesHousing.csv"
 CMN_FILE = "cmn_eng/cmn.txt"
 IMDB_SPLITS = ("train", "test")
-MULTI30K_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr",
-                   "test_2016_flickr": "test_2016_flickr"}
+MULTI30K_SPLITS = {
+    "train": "train",
+    "val": "val",
+    "test": "test_2016_flickr",
+    "test_2016_flickr": "test_2016_flickr",
+}
 
 
 # --------------------------------------------------------------------------- errors
@@ -211,13 +194,13 @@ BEIJING_COLUMNS: dict[str, str] = {
     "day": "day of month",
     "hour": "hour of day, 0..23",
     "pm2.5": "PM2.5 concentration (ug/m^3), US Embassy; 2,067 missing (NaN), incl. all of "
-             "2010-01-01; longest gap 155 hours",
+    "2010-01-01; longest gap 155 hours",
     "DEWP": "dew point (deg C), airport; no gaps",
     "TEMP": "temperature (deg C), airport; no gaps",
     "PRES": "pressure (hPa), airport; no gaps",
     "cbwd": "combined wind direction: NE, NW, SE, cv (calm and variable); categorical",
     "Iws": "cumulated wind speed (m/s): a running total that grows while cbwd stays the same "
-           "and (almost always) resets when it changes; not an hourly amount",
+    "and (almost always) resets when it changes; not an hourly amount",
     "Is": "cumulated hours of snow: a running count of snowy hours in a row",
     "Ir": "cumulated hours of rain: a running count of rainy hours in a row",
 }
@@ -250,9 +233,20 @@ def load_beijing() -> pd.DataFrame:
 # --------------------------------------------------------------------------- Ames
 # Columns in which the string "NA" is a category ("no alley", "no basement", ...), not a gap.
 AMES_NA_MEANS_NONE = (
-    "Alley", "Bsmt Qual", "Bsmt Cond", "Bsmt Exposure", "BsmtFin Type 1", "BsmtFin Type 2",
-    "Fireplace Qu", "Garage Type", "Garage Finish", "Garage Qual", "Garage Cond", "Pool QC",
-    "Fence", "Misc Feature",
+    "Alley",
+    "Bsmt Qual",
+    "Bsmt Cond",
+    "Bsmt Exposure",
+    "BsmtFin Type 1",
+    "BsmtFin Type 2",
+    "Fireplace Qu",
+    "Garage Type",
+    "Garage Finish",
+    "Garage Qual",
+    "Garage Cond",
+    "Pool QC",
+    "Fence",
+    "Misc Feature",
 )
 
 
@@ -287,8 +281,9 @@ def load_ames(drop_outliers: bool = False, strip_sale_type: bool = True) -> pd.D
         removes them (2,925 rows left, index reset), or use ``ames_outliers(df)``.
     """
     path = data_file(AMES_FILE)
-    df = pd.read_csv(path, keep_default_na=False, na_values=[""],
-                     dtype={"PID": str, "MS SubClass": str})
+    df = pd.read_csv(
+        path, keep_default_na=False, na_values=[""], dtype={"PID": str, "MS SubClass": str}
+    )
     if strip_sale_type:
         df["Sale Type"] = df["Sale Type"].str.strip()
     if drop_outliers:
@@ -359,8 +354,9 @@ def _read_lines_gz(path: Path) -> list[str]:
     return lines
 
 
-def load_multi30k(split: str = "train", unescape: bool = True,
-                  strip: bool = True) -> tuple[list[str], list[str]]:
+def load_multi30k(
+    split: str = "train", unescape: bool = True, strip: bool = True
+) -> tuple[list[str], list[str]]:
     """Multi30k Task 1 German-English captions as ``(de, en)``: two aligned lists of strings.
 
     ``split``: ``"train"`` (29,000 pairs), ``"val"`` (1,014) or ``"test"`` (1,000; the WMT16

@@ -51,7 +51,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, x):
         L = x.shape[1]
         if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has {x.shape[-1]} features, this encoding has d_model={self.d_model}")
+            raise ValueError(
+                f"x has {x.shape[-1]} features, this encoding has d_model={self.d_model}"
+            )
         pe = self.pe if L <= self.pe.shape[0] else sinusoidal_encoding(L, self.d_model).to(x.device)
         return self.dropout(x + pe[:L].to(x.dtype))
 
@@ -102,7 +104,9 @@ def alibi_bias(num_heads: int, length: int) -> torch.Tensor:
     _positive_int("length", length)
     pos = torch.arange(length)
     distance = (pos[:, None] - pos[None, :]).abs().float()  # [L, L]
-    return -alibi_slopes(num_heads)[:, None, None] * distance + 0.0  # [h, L, L]; + 0.0 turns -0 into 0
+    return (
+        -alibi_slopes(num_heads)[:, None, None] * distance + 0.0
+    )  # [h, L, L]; + 0.0 turns -0 into 0
 
 
 # --------------------------------------------------------------------------- RoPE
@@ -117,12 +121,15 @@ def rope(x: torch.Tensor, base: float = 10000.0, offset: int = 0) -> torch.Tenso
     if x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must have shape [..., L, d] with d even, got {tuple(x.shape)}")
     L, d = x.shape[-2], x.shape[-1]
-    theta = torch.pow(base, -torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)  # [d/2]
-    angle = torch.arange(offset, offset + L, dtype=torch.float32, device=x.device)[:, None] * theta  # [L, d/2]
+    theta = torch.pow(
+        base, -torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d
+    )  # [d/2]
+    angle = (
+        torch.arange(offset, offset + L, dtype=torch.float32, device=x.device)[:, None] * theta
+    )  # [L, d/2]
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     x_even, x_odd = x[..., 0::2], x[..., 1::2]
     out = torch.empty_like(x)
     out[..., 0::2] = x_even * cos - x_odd * sin
     out[..., 1::2] = x_even * sin + x_odd * cos
     return out
-

@@ -30,7 +30,9 @@ def _plain(value):
     """Turn tensors, numpy scalars and nested containers into JSON-ready Python values."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise ValueError(f"a results value must be a scalar, got a tensor of shape {tuple(value.shape)}")
+            raise ValueError(
+                f"a results value must be a scalar, got a tensor of shape {tuple(value.shape)}"
+            )
         value = value.item()
     if isinstance(value, np.generic):
         value = value.item()
@@ -50,8 +52,9 @@ def _plain(value):
     raise TypeError(f"cannot store a {type(value).__name__} in a results card")
 
 
-def make_card(notebook: str, profile: str, seed: int, device, wall_seconds: float,
-              params: dict, metrics: dict) -> dict:
+def make_card(
+    notebook: str, profile: str, seed: int, device, wall_seconds: float, params: dict, metrics: dict
+) -> dict:
     """Build the card as a dict (validated, JSON-ready)."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
@@ -84,8 +87,16 @@ def card_table(card: dict) -> pd.DataFrame:
     return pd.DataFrame(shown, columns=["field", "value"]).set_index("field")
 
 
-def write_card(notebook: str, profile: str, seed: int, device, wall_seconds: float,
-               params: dict, metrics: dict, directory: str | Path | None = None) -> pd.DataFrame:
+def write_card(
+    notebook: str,
+    profile: str,
+    seed: int,
+    device,
+    wall_seconds: float,
+    params: dict,
+    metrics: dict,
+    directory: str | Path | None = None,
+) -> pd.DataFrame:
     """Write ``<results_dir>/<notebook>.json`` for a full run; return the card as a table.
 
     A smoke run writes nothing (unless ``directory`` is given explicitly).

@@ -90,9 +90,13 @@ def get_device(name: str | None = None) -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if key == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA GPU is present; use 'auto' or 'cpu'")
+        raise ValueError(
+            "device 'cuda' was asked for but no CUDA GPU is present; use 'auto' or 'cpu'"
+        )
     if key == "mps" and not _mps_available():
-        raise ValueError("device 'mps' was asked for but Apple MPS is not available; use 'auto' or 'cpu'")
+        raise ValueError(
+            "device 'mps' was asked for but Apple MPS is not available; use 'auto' or 'cpu'"
+        )
     return torch.device(key)
 
 
@@ -164,7 +168,9 @@ def progress(iterable=None, **kwargs):
         kwargs.setdefault("ascii", True)
         kwargs.setdefault("dynamic_ncols", False)
         kwargs.setdefault("ncols", 90)
-        return _FinalLineTqdm(iterable, **kwargs) if mode == "text" else text_tqdm(iterable, **kwargs)
+        return (
+            _FinalLineTqdm(iterable, **kwargs) if mode == "text" else text_tqdm(iterable, **kwargs)
+        )
     from tqdm.auto import tqdm as auto_tqdm
 
     return auto_tqdm(iterable, **kwargs)

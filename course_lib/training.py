@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import torch
@@ -70,10 +70,22 @@ def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None) -> floa
     return total / count
 
 
-def fit(model, train_loader, val_loader=None, loss_fn=None, optimizer=None, epochs: int = 10,
-        device="cpu", scheduler=None, patience: int | None = None, clip_grad_norm: float | None = None,
-        batch_loss: Callable | None = None, desc: str = "training", show_progress: bool = True,
-        min_delta: float = 0.0) -> pd.DataFrame:
+def fit(
+    model,
+    train_loader,
+    val_loader=None,
+    loss_fn=None,
+    optimizer=None,
+    epochs: int = 10,
+    device="cpu",
+    scheduler=None,
+    patience: int | None = None,
+    clip_grad_norm: float | None = None,
+    batch_loss: Callable | None = None,
+    desc: str = "training",
+    show_progress: bool = True,
+    min_delta: float = 0.0,
+) -> pd.DataFrame:
     """Train ``model`` and return its history as a DataFrame (one row per epoch).
 
     - ``scheduler`` is stepped after every optimizer step (per batch), as ``LambdaLR``
@@ -103,7 +115,9 @@ def fit(model, train_loader, val_loader=None, loss_fn=None, optimizer=None, epoc
         for batch in train_loader:
             loss = batch_loss(model, batch, device)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
+                raise FloatingPointError(
+                    f"loss became {loss.item()} at epoch {epoch}: lower the learning rate"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if clip_grad_norm is not None:

@@ -19,18 +19,40 @@ def _as_2d(weights, name="weights"):
     return weights
 
 
-def attention_heatmap(weights, x_labels=None, y_labels=None, ax=None, title=None,
-                      cmap="viridis", annot=False, vmin=0.0, vmax=None, cbar=True):
+def attention_heatmap(
+    weights,
+    x_labels=None,
+    y_labels=None,
+    ax=None,
+    title=None,
+    cmap="viridis",
+    annot=False,
+    vmin=0.0,
+    vmax=None,
+    cbar=True,
+):
     """One attention matrix [Lq, Lk]: rows are queries, columns are keys."""
     w = _as_2d(weights)
     for name, labels, n in (("x_labels", x_labels, w.shape[1]), ("y_labels", y_labels, w.shape[0])):
         if labels is not None and len(labels) != n:
             raise ValueError(f"{name} has {len(labels)} labels for {n} columns/rows")
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(3, 0.35 * w.shape[1] + 1.5), max(2.5, 0.35 * w.shape[0] + 1)))
-    sns.heatmap(w, ax=ax, cmap=cmap, vmin=vmin, vmax=vmax, annot=annot, fmt=".2f", cbar=cbar, square=False,
-                xticklabels=x_labels if x_labels is not None else "auto",
-                yticklabels=y_labels if y_labels is not None else "auto")
+        _, ax = plt.subplots(
+            figsize=(max(3, 0.35 * w.shape[1] + 1.5), max(2.5, 0.35 * w.shape[0] + 1))
+        )
+    sns.heatmap(
+        w,
+        ax=ax,
+        cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
+        annot=annot,
+        fmt=".2f",
+        cbar=cbar,
+        square=False,
+        xticklabels=x_labels if x_labels is not None else "auto",
+        yticklabels=y_labels if y_labels is not None else "auto",
+    )
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
     if x_labels is not None:
@@ -42,8 +64,16 @@ def attention_heatmap(weights, x_labels=None, y_labels=None, ax=None, title=None
     return ax
 
 
-def attention_heads_grid(weights, x_labels=None, y_labels=None, ncols=4, title=None,
-                         cmap="viridis", head_names=None, size=2.6):
+def attention_heads_grid(
+    weights,
+    x_labels=None,
+    y_labels=None,
+    ncols=4,
+    title=None,
+    cmap="viridis",
+    head_names=None,
+    size=2.6,
+):
     """A grid of heatmaps, one per head: weights [h, Lq, Lk]."""
     if isinstance(weights, torch.Tensor):
         weights = weights.detach().float().cpu().numpy()
@@ -60,8 +90,15 @@ def attention_heads_grid(weights, x_labels=None, y_labels=None, ncols=4, title=N
         if i >= h:
             ax.axis("off")
             continue
-        attention_heatmap(weights[i], x_labels, y_labels, ax=ax, cmap=cmap, cbar=False,
-                          title=head_names[i] if head_names else f"head {i + 1}")
+        attention_heatmap(
+            weights[i],
+            x_labels,
+            y_labels,
+            ax=ax,
+            cmap=cmap,
+            cbar=False,
+            title=head_names[i] if head_names else f"head {i + 1}",
+        )
         if i % ncols:
             ax.set_ylabel("")
         if i < h - ncols:

@@ -75,8 +75,10 @@ class TestScaledDotProductAttention:
     def test_mask_changes_the_result(self):
         q, k, v = qkv()
         mask = random_mask(4, 5)
-        assert not close(scaled_dot_product_attention(q, k, v, mask=mask)[0],
-                         scaled_dot_product_attention(q, k, v)[0])
+        assert not close(
+            scaled_dot_product_attention(q, k, v, mask=mask)[0],
+            scaled_dot_product_attention(q, k, v)[0],
+        )
 
     def test_matches_torch_with_float_bias(self):
         q, k, v = qkv()
@@ -90,7 +92,8 @@ class TestScaledDotProductAttention:
         mask = random_mask(2, 1, 4, 5)
         out, _ = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)
         expected = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf")))
+            q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf"))
+        )
         assert close(out, expected)
 
     def test_weights_are_the_scaled_softmax(self):
@@ -233,22 +236,26 @@ class TestFusedAttention:
     def test_equals_explicit_with_mask(self):
         q, k, v = qkv()
         mask = random_mask(2, 1, 4, 5)
-        assert close(fused_attention(q, k, v, mask=mask),
-                     scaled_dot_product_attention(q, k, v, mask=mask)[0])
+        assert close(
+            fused_attention(q, k, v, mask=mask), scaled_dot_product_attention(q, k, v, mask=mask)[0]
+        )
 
     def test_equals_explicit_with_bias(self):
         q, k, v = qkv()
         bias = torch.randn(3, 4, 5)
-        assert close(fused_attention(q, k, v, bias=bias),
-                     scaled_dot_product_attention(q, k, v, bias=bias)[0])
+        assert close(
+            fused_attention(q, k, v, bias=bias), scaled_dot_product_attention(q, k, v, bias=bias)[0]
+        )
 
     @pytest.mark.parametrize("mask_shape", [(4, 5), (2, 1, 1, 5), (2, 3, 4, 5)])
     def test_equals_explicit_with_mask_and_bias(self, mask_shape):
         q, k, v = qkv()
         bias = alibi_bias(3, 5)[:, :4, :]  # [h, Lq, Lk]
         mask = random_mask(*mask_shape)
-        assert close(fused_attention(q, k, v, mask=mask, bias=bias),
-                     scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)[0])
+        assert close(
+            fused_attention(q, k, v, mask=mask, bias=bias),
+            scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)[0],
+        )
 
     @pytest.mark.parametrize("with_bias", [False, True])
     def test_fully_masked_rows_give_zeros(self, with_bias):
@@ -393,8 +400,14 @@ class TestMultiHeadAttention:
         x = torch.randn(2, 4, 8)
         mask = causal_mask(4) & padding_mask(tokens, 0)  # [B, 1, L, L]
         out, weights = ours(x, x, x, mask=mask)
-        ref, ref_w = theirs(x, x, x, attn_mask=~causal_mask(4), key_padding_mask=tokens == 0,
-                            average_attn_weights=False)
+        ref, ref_w = theirs(
+            x,
+            x,
+            x,
+            attn_mask=~causal_mask(4),
+            key_padding_mask=tokens == 0,
+            average_attn_weights=False,
+        )
         assert close(out, ref) and close(weights, ref_w)
 
     def test_three_dim_mask_is_broadcast_over_heads(self):
@@ -404,8 +417,9 @@ class TestMultiHeadAttention:
         out, weights = ours(x, x, x, mask=mask)
         out4, _ = ours(x, x, x, mask=mask[:, None])
         # torch wants [B * h, L, L], True = blocked
-        ref, ref_w = theirs(x, x, x, attn_mask=(~mask).repeat_interleave(4, dim=0),
-                            average_attn_weights=False)
+        ref, ref_w = theirs(
+            x, x, x, attn_mask=(~mask).repeat_interleave(4, dim=0), average_attn_weights=False
+        )
         assert close(out, out4)
         assert close(out, ref) and close(weights, ref_w)
         assert (weights[~mask[:, None].expand(2, 4, 5, 5)] == 0).all()
@@ -464,8 +478,10 @@ class TestMultiHeadAttention:
         with pytest.raises(ValueError, match=r"d_model=10.*num_heads=3"):
             MultiHeadAttention(10, 3)
 
-    @pytest.mark.parametrize(("d_model", "num_heads", "name"), [
-        (0, 1, "d_model"), (8, 0, "num_heads"), (8.0, 2, "d_model"), (8, True, "num_heads")])
+    @pytest.mark.parametrize(
+        ("d_model", "num_heads", "name"),
+        [(0, 1, "d_model"), (8, 0, "num_heads"), (8.0, 2, "d_model"), (8, True, "num_heads")],
+    )
     def test_sizes_must_be_positive_ints(self, d_model, num_heads, name):
         with pytest.raises(ValueError, match=f"{name} must be a positive int"):
             MultiHeadAttention(d_model, num_heads)
@@ -510,7 +526,8 @@ class TestMultiHeadAttention:
             ours.load_from_torch(nn.MultiheadAttention(8, 2, batch_first=True, bias=False))
         with pytest.raises(ValueError, match="bias"):
             MultiHeadAttention(8, 2, bias=False).load_from_torch(
-                nn.MultiheadAttention(8, 2, batch_first=True))
+                nn.MultiheadAttention(8, 2, batch_first=True)
+            )
 
 
 # --------------------------------------------------------------------------- additive

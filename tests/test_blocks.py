@@ -37,8 +37,9 @@ def copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm):
 
 
 def encoder_pair(norm_first):
-    theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True,
-                                        norm_first=norm_first)
+    theirs = nn.TransformerEncoderLayer(
+        D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
     ours = EncoderBlock(D, H, FF, norm_first=norm_first)
     ours.attn.load_from_torch(theirs.self_attn)
     copy_linear(ours.ffn.net[0], theirs.linear1)
@@ -49,8 +50,9 @@ def encoder_pair(norm_first):
 
 
 def decoder_pair(norm_first):
-    theirs = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True,
-                                        norm_first=norm_first)
+    theirs = nn.TransformerDecoderLayer(
+        D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
     ours = DecoderBlock(D, H, FF, norm_first=norm_first)
     ours.self_attn.load_from_torch(theirs.self_attn)
     ours.cross_attn.load_from_torch(theirs.multihead_attn)

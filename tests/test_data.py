@@ -61,8 +61,21 @@ def test_beijing():
     df = data.load_beijing()
     assert df.shape == (43_824, 14)
     assert df.columns[0] == "datetime"
-    assert list(df.columns[1:]) == ["No", "year", "month", "day", "hour", "pm2.5", "DEWP",
-                                    "TEMP", "PRES", "cbwd", "Iws", "Is", "Ir"]
+    assert list(df.columns[1:]) == [
+        "No",
+        "year",
+        "month",
+        "day",
+        "hour",
+        "pm2.5",
+        "DEWP",
+        "TEMP",
+        "PRES",
+        "cbwd",
+        "Iws",
+        "Is",
+        "Ir",
+    ]
     assert df["pm2.5"].isna().sum() == 2_067
     assert df.drop(columns="pm2.5").notna().all().all()
     assert df["pm2.5"].iloc[:24].isna().all()  # all of 2010-01-01 is missing
@@ -71,8 +84,12 @@ def test_beijing():
     assert df["datetime"].iloc[0] == pd.Timestamp("2010-01-01 00:00")
     assert df["datetime"].iloc[-1] == pd.Timestamp("2014-12-31 23:00")
     assert isinstance(df["cbwd"].dtype, pd.CategoricalDtype)
-    assert df["cbwd"].value_counts().to_dict() == {"SE": 15_290, "NW": 14_150, "cv": 9_387,
-                                                   "NE": 4_997}
+    assert df["cbwd"].value_counts().to_dict() == {
+        "SE": 15_290,
+        "NW": 14_150,
+        "cv": 9_387,
+        "NE": 4_997,
+    }
     assert set(data.BEIJING_COLUMNS) == set(df.columns)
 
 
@@ -106,11 +123,14 @@ def test_imdb_train():
 
 def test_imdb_all_and_raw():
     df = data.load_imdb("all", clean=False)
-    assert len(df) == 50_000 and df["split"].value_counts().to_dict() == {"train": 25_000,
-                                                                          "test": 25_000}
+    assert len(df) == 50_000 and df["split"].value_counts().to_dict() == {
+        "train": 25_000,
+        "test": 25_000,
+    }
     assert df["review"].str.contains("<br />", regex=False).sum() == 14_665 + 14_535
-    overlap = set(df.loc[df.split == "train", "movie_id"]) & set(df.loc[df.split == "test",
-                                                                        "movie_id"])
+    overlap = set(df.loc[df.split == "train", "movie_id"]) & set(
+        df.loc[df.split == "test", "movie_id"]
+    )
     assert len(overlap) <= 1  # movie-disjoint by design (SOURCE.md: one stray title id)
     assert data.clean_review(" a<br /><br /> b <BR>c<br/>") == "a b c"
     with pytest.raises(ValueError, match="split"):
@@ -126,8 +146,10 @@ def test_multi30k_counts_and_alignment(split, n):
 
 def test_multi30k_quirks():
     de, en = data.load_multi30k("train")
-    assert (de[0], en[0]) == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
-                              "Two young, White males are outside near many bushes.")
+    assert (de[0], en[0]) == (
+        "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+        "Two young, White males are outside near many bushes.",
+    )
     assert not any("&amp;" in s for s in de + en)
     raw_de, raw_en = data.load_multi30k("train", unescape=False, strip=False)
     assert sum("&amp;" in s for s in raw_en) == 16 and sum("&amp;" in s for s in raw_de) == 1

@@ -64,8 +64,11 @@ def test_padding_mask_broadcasts_to_scores_and_combines_with_causal():
     combined = causal_mask(3) & padding_mask(tokens, 0)
     assert combined.shape == (2, 1, 3, 3)
     assert torch.broadcast_shapes(combined.shape, (2, 4, 3, 3)) == (2, 4, 3, 3)
-    assert combined[0, 0].tolist() == [[True, False, False], [True, True, False],
-                                       [True, True, False]]
+    assert combined[0, 0].tolist() == [
+        [True, False, False],
+        [True, True, False],
+        [True, True, False],
+    ]
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
@@ -120,8 +123,9 @@ def test_causal_mask_hides_the_future_in_multi_head_attention():
     assert torch.allclose(out[:, :4], out_changed[:, :4], atol=1e-6)
     assert not torch.allclose(out[:, 4:], out_changed[:, 4:], atol=1e-3)
     # without the mask the past does see the change: the test above can fail
-    assert not torch.allclose(mha(x, x, x)[0][:, :4], mha(changed, changed, changed)[0][:, :4],
-                              atol=1e-3)
+    assert not torch.allclose(
+        mha(x, x, x)[0][:, :4], mha(changed, changed, changed)[0][:, :4], atol=1e-3
+    )
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -144,6 +148,7 @@ def test_padding_leaves_real_positions_unchanged():
     tokens = torch.tensor([[3, 4, 5, 6, 0, 0, 0]])
     mask = padding_mask(tokens, pad_id=0)
     for module in (mha, block):
+
         def run(x, m, module=module):
             return module(x, x, x, mask=m)[0] if module is mha else module(x, mask=m)[0]
 

@@ -59,8 +59,10 @@ def test_sinusoidal_odd_d_model(d_model):
         SinusoidalPositionalEncoding(d_model)
 
 
-@pytest.mark.parametrize(("max_len", "d_model", "name"), [
-    (0, 8, "max_len"), (10, 0, "d_model"), (10.0, 8, "max_len"), (10, -2, "d_model")])
+@pytest.mark.parametrize(
+    ("max_len", "d_model", "name"),
+    [(0, 8, "max_len"), (10, 0, "d_model"), (10.0, 8, "max_len"), (10, -2, "d_model")],
+)
 def test_sinusoidal_bad_sizes(max_len, d_model, name):
     with pytest.raises(ValueError, match=f"{name} must be a positive int"):
         sinusoidal_encoding(max_len, d_model)
@@ -131,7 +133,7 @@ def test_learned_is_trainable():
 
 # --------------------------------------------------------------------------- ALiBi
 def test_alibi_slopes_for_eight_heads():
-    assert alibi_slopes(8).tolist() == [1 / 2 ** i for i in range(1, 9)]
+    assert alibi_slopes(8).tolist() == [1 / 2**i for i in range(1, 9)]
 
 
 @pytest.mark.parametrize("h", [1, 2, 4, 6, 12])
@@ -145,8 +147,11 @@ def test_alibi_bias_matches_the_printed_matrix():
     bias = alibi_bias(2, 3)
     assert bias.shape == (2, 3, 3)
     head1 = [[0, -0.0625, -0.125], [-0.0625, 0, -0.0625], [-0.125, -0.0625, 0]]
-    head2 = [[0, -0.00390625, -0.0078125], [-0.00390625, 0, -0.00390625],
-             [-0.0078125, -0.00390625, 0]]
+    head2 = [
+        [0, -0.00390625, -0.0078125],
+        [-0.00390625, 0, -0.00390625],
+        [-0.0078125, -0.00390625, 0],
+    ]
     assert torch.equal(bias, torch.tensor([head1, head2]))
     assert not torch.signbit(bias.diagonal(dim1=1, dim2=2)).any()  # 0, not -0
 

@@ -10,8 +10,14 @@ import torch
 from course_lib import results, runtime
 from course_lib.results import card_table, make_card, read_cards, write_card
 
-ARGS = dict(profile="full", seed=0, device="cpu", wall_seconds=41.234,
-            params={"full_model": 35012}, metrics={"simple_mse": 0.91, "full_mse": 0.0004})
+ARGS = dict(
+    profile="full",
+    seed=0,
+    device="cpu",
+    wall_seconds=41.234,
+    params={"full_model": 35012},
+    metrics={"simple_mse": 0.91, "full_mse": 0.0004},
+)
 
 
 @pytest.fixture
@@ -25,21 +31,39 @@ def results_dir(tmp_path, monkeypatch):
 def test_make_card_fields():
     card = make_card("04_sequence_reversal", **ARGS)
     assert card == {
-        "notebook": "04_sequence_reversal", "profile": "full", "seed": 0, "device": "cpu",
-        "torch": torch.__version__.split("+")[0], "wall_seconds": 41.2,
-        "params": {"full_model": 35012}, "metrics": {"simple_mse": 0.91, "full_mse": 0.0004},
+        "notebook": "04_sequence_reversal",
+        "profile": "full",
+        "seed": 0,
+        "device": "cpu",
+        "torch": torch.__version__.split("+")[0],
+        "wall_seconds": 41.2,
+        "params": {"full_model": 35012},
+        "metrics": {"simple_mse": 0.91, "full_mse": 0.0004},
     }
     assert "+" not in card["torch"]
     json.dumps(card)  # JSON-ready
 
 
 def test_make_card_converts_values():
-    card = make_card("nb", "full", np.int64(3), torch.device("cpu"), np.float32(12.34),
-                     params={"n": torch.tensor(7), "m": np.int32(4)},
-                     metrics={"t": torch.tensor(0.5), "np": np.float64(0.25), "i": np.int64(2),
-                              "b": np.bool_(True), "nested": {"bleu": torch.tensor([31.5])},
-                              "lst": (1, np.float32(2.5)), "s": "text", "none": None,
-                              "long": 0.123456789})
+    card = make_card(
+        "nb",
+        "full",
+        np.int64(3),
+        torch.device("cpu"),
+        np.float32(12.34),
+        params={"n": torch.tensor(7), "m": np.int32(4)},
+        metrics={
+            "t": torch.tensor(0.5),
+            "np": np.float64(0.25),
+            "i": np.int64(2),
+            "b": np.bool_(True),
+            "nested": {"bleu": torch.tensor([31.5])},
+            "lst": (1, np.float32(2.5)),
+            "s": "text",
+            "none": None,
+            "long": 0.123456789,
+        },
+    )
     m = card["metrics"]
     assert card["device"] == "cpu" and card["seed"] == 3 and type(card["seed"]) is int
     assert card["wall_seconds"] == 12.3 and type(card["wall_seconds"]) is float
@@ -55,8 +79,10 @@ def test_make_card_converts_values():
     json.dumps(card)
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"),
-                                 torch.tensor(float("nan")), np.float64("inf")])
+@pytest.mark.parametrize(
+    "bad",
+    [float("nan"), float("inf"), -float("inf"), torch.tensor(float("nan")), np.float64("inf")],
+)
 def test_non_finite_values_are_rejected(bad):
     with pytest.raises(ValueError, match="must be finite, got"):
         make_card("nb", **{**ARGS, "metrics": {"loss": bad}})
@@ -92,13 +118,23 @@ def test_params_may_be_empty():
 
 # --------------------------------------------------------------------------- card_table
 def test_card_table_rows():
-    card = make_card("nb", **{**ARGS, "metrics": {"bleu": {"val": 30.1, "test": 29.5},
-                                                  "loss": 1.5}})
+    card = make_card(
+        "nb", **{**ARGS, "metrics": {"bleu": {"val": 30.1, "test": 29.5}, "loss": 1.5}}
+    )
     table = card_table(card)
     assert list(table.columns) == ["value"]
-    assert table.index.tolist() == ["notebook", "profile", "seed", "device", "torch",
-                                    "wall_seconds", "params.full_model", "metrics.bleu.val",
-                                    "metrics.bleu.test", "metrics.loss"]
+    assert table.index.tolist() == [
+        "notebook",
+        "profile",
+        "seed",
+        "device",
+        "torch",
+        "wall_seconds",
+        "params.full_model",
+        "metrics.bleu.val",
+        "metrics.bleu.test",
+        "metrics.loss",
+    ]
     # values are shown as text, floats with six significant digits
     assert table.loc["metrics.bleu.test", "value"] == "29.5"
     assert table.loc["params.full_model", "value"] == "35012"

@@ -9,8 +9,14 @@ import torch
 
 from course_lib import runtime
 
-ENV = ("COURSE_DEVICE", "COURSE_THREADS", "COURSE_DATA_DIR", "COURSE_RESULTS_DIR",
-       "COURSE_ARTIFACTS_DIR", "COURSE_PROGRESS")
+ENV = (
+    "COURSE_DEVICE",
+    "COURSE_THREADS",
+    "COURSE_DATA_DIR",
+    "COURSE_RESULTS_DIR",
+    "COURSE_ARTIFACTS_DIR",
+    "COURSE_PROGRESS",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +63,9 @@ def test_set_seed_rejects_non_ints(seed):
 
 
 # --------------------------------------------------------------------------- device
-@pytest.mark.skipif(torch.cuda.is_available() or runtime._mps_available(),
-                    reason="this machine has a GPU")
+@pytest.mark.skipif(
+    torch.cuda.is_available() or runtime._mps_available(), reason="this machine has a GPU"
+)
 def test_auto_is_cpu_on_this_machine():
     assert runtime.get_device() == torch.device("cpu")
     assert runtime.get_device("auto") == torch.device("cpu")

@@ -31,8 +31,14 @@ def loader(x, y, batch_size=16, shuffle=False):
 def test_fit_learns_a_linear_regression():
     x, y = regression_data()
     model = nn.Linear(3, 1)
-    history = fit(model, loader(x, y, shuffle=True), loader(x, y), nn.MSELoss(),
-                  torch.optim.SGD(model.parameters(), lr=0.1), epochs=15)
+    history = fit(
+        model,
+        loader(x, y, shuffle=True),
+        loader(x, y),
+        nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        epochs=15,
+    )
     assert isinstance(history, pd.DataFrame)
     assert list(history.columns) == ["epoch", "train_loss", "val_loss", "lr", "seconds"]
     assert history["epoch"].tolist() == list(range(1, 16))
@@ -45,8 +51,14 @@ def test_fit_learns_a_linear_regression():
 def test_fit_without_val_loader_has_no_val_column():
     x, y = regression_data(16)
     model = nn.Linear(3, 1)
-    history = fit(model, loader(x, y), None, nn.MSELoss(),
-                  torch.optim.SGD(model.parameters(), lr=0.1), epochs=2)
+    history = fit(
+        model,
+        loader(x, y),
+        None,
+        nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        epochs=2,
+    )
     assert list(history.columns) == ["epoch", "train_loss", "lr", "seconds"]
     assert len(history) == 2
 
@@ -73,10 +85,11 @@ class TupleModel(nn.Module):
 
 def test_fit_handles_tuple_inputs_and_tuple_outputs():
     x, y = regression_data(32)
-    data = [((x[i:i + 8], torch.zeros(8, 3)), y[i:i + 8]) for i in range(0, 32, 8)]
+    data = [((x[i : i + 8], torch.zeros(8, 3)), y[i : i + 8]) for i in range(0, 32, 8)]
     model = TupleModel()
-    history = fit(model, data, data, nn.MSELoss(),
-                  torch.optim.SGD(model.parameters(), lr=0.1), epochs=10)
+    history = fit(
+        model, data, data, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), epochs=10
+    )
     assert history["val_loss"].iloc[-1] < 0.1 * history["val_loss"].iloc[0]
 
 
@@ -88,10 +101,16 @@ def test_fit_with_custom_batch_loss():
         calls.append(device)
         return ((model(batch["x"]) - batch["y"]) ** 2).mean()
 
-    data = [{"x": x[i:i + 8], "y": y[i:i + 8]} for i in range(0, 32, 8)]
+    data = [{"x": x[i : i + 8], "y": y[i : i + 8]} for i in range(0, 32, 8)]
     model = nn.Linear(3, 1)
-    history = fit(model, data, None, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                  epochs=3, batch_loss=batch_loss)
+    history = fit(
+        model,
+        data,
+        None,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        epochs=3,
+        batch_loss=batch_loss,
+    )
     assert len(calls) == 12 and set(calls) == {"cpu"}
     assert history["train_loss"].iloc[-1] < history["train_loss"].iloc[0]
 
@@ -115,8 +134,15 @@ def test_early_stopping_stops_and_restores_the_best_weights():
             weights.append(model.weight.item())
         return default_batch_loss(nn.MSELoss())(model, batch, device)
 
-    history = fit(model, train, val, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                  epochs=20, patience=2, batch_loss=batch_loss)
+    history = fit(
+        model,
+        train,
+        val,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        epochs=20,
+        patience=2,
+        batch_loss=batch_loss,
+    )
     assert len(history) == 3  # best at epoch 1, then two epochs without improvement
     assert history["val_loss"].is_monotonic_increasing
     best = history["val_loss"].idxmin()
@@ -129,8 +155,9 @@ def test_early_stopping_stops_and_restores_the_best_weights():
 
 def test_without_patience_fit_runs_every_epoch():
     model, train, val = diverging_case()
-    history = fit(model, train, val, nn.MSELoss(),
-                  torch.optim.SGD(model.parameters(), lr=0.1), epochs=6)
+    history = fit(
+        model, train, val, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), epochs=6
+    )
     assert len(history) == 6
     assert evaluate(model, val, nn.MSELoss()) == pytest.approx(history["val_loss"].iloc[-1])
 
@@ -138,9 +165,16 @@ def test_without_patience_fit_runs_every_epoch():
 def test_min_delta_counts_small_improvements_as_none():
     x, y = regression_data(32)
     model = nn.Linear(3, 1)
-    history = fit(model, loader(x, y), loader(x, y), nn.MSELoss(),
-                  torch.optim.SGD(model.parameters(), lr=0.05), epochs=10, patience=2,
-                  min_delta=1e6)
+    history = fit(
+        model,
+        loader(x, y),
+        loader(x, y),
+        nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=0.05),
+        epochs=10,
+        patience=2,
+        min_delta=1e6,
+    )
     assert len(history) == 3
     assert history["val_loss"].is_monotonic_decreasing
 
@@ -150,8 +184,9 @@ def test_scheduler_is_stepped_per_batch():
     model = nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.1 / (1 + step))
-    history = fit(model, loader(x, y, batch_size=16), None, nn.MSELoss(), opt, epochs=3,
-                  scheduler=sched)
+    history = fit(
+        model, loader(x, y, batch_size=16), None, nn.MSELoss(), opt, epochs=3, scheduler=sched
+    )
     assert sched.last_epoch == 3 * 4  # 4 batches per epoch
     assert history["lr"].tolist() == pytest.approx([0.1 / (1 + 4 * e) for e in (1, 2, 3)])
 
@@ -161,8 +196,15 @@ def test_clip_grad_norm_limits_each_step():
     y = y * 1000  # huge gradients
     model = nn.Linear(3, 1)
     before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-    fit(model, loader(x, y, batch_size=16), None, nn.MSELoss(),
-        torch.optim.SGD(model.parameters(), lr=1.0), epochs=1, clip_grad_norm=0.01)
+    fit(
+        model,
+        loader(x, y, batch_size=16),
+        None,
+        nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=1.0),
+        epochs=1,
+        clip_grad_norm=0.01,
+    )
     after = torch.cat([p.detach().flatten() for p in model.parameters()])
     assert (after - before).norm().item() == pytest.approx(0.01, rel=1e-4)
 
@@ -172,16 +214,28 @@ def test_nan_loss_raises_floating_point_error():
     y[3] = float("nan")
     model = nn.Linear(3, 1)
     with pytest.raises(FloatingPointError, match="loss became nan at epoch 1"):
-        fit(model, loader(x, y), None, nn.MSELoss(),
-            torch.optim.SGD(model.parameters(), lr=0.1), epochs=2)
+        fit(
+            model,
+            loader(x, y),
+            None,
+            nn.MSELoss(),
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            epochs=2,
+        )
 
 
 def test_infinite_loss_raises_floating_point_error():
     x, y = regression_data(16)
     model = nn.Linear(3, 1)
     with pytest.raises(FloatingPointError, match="loss became inf"):
-        fit(model, loader(x, y), None, lambda out, t: out.sum() * math.inf,
-            torch.optim.SGD(model.parameters(), lr=0.1), epochs=1)
+        fit(
+            model,
+            loader(x, y),
+            None,
+            lambda out, t: out.sum() * math.inf,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            epochs=1,
+        )
 
 
 class TestFitErrors:
@@ -213,8 +267,15 @@ def test_fit_progress_prints_one_line_in_text_mode(monkeypatch, capsys):
     monkeypatch.setenv("COURSE_PROGRESS", "text")
     x, y = regression_data(16)
     model = nn.Linear(3, 1)
-    fit(model, loader(x, y), None, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1),
-        epochs=3, desc="regression")
+    fit(
+        model,
+        loader(x, y),
+        None,
+        nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        epochs=3,
+        desc="regression",
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("regression") and "3/3" in lines[0]
@@ -224,8 +285,15 @@ def test_fit_show_progress_false_prints_nothing(monkeypatch, capsys):
     monkeypatch.setenv("COURSE_PROGRESS", "text")
     x, y = regression_data(16)
     model = nn.Linear(3, 1)
-    fit(model, loader(x, y), None, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1),
-        epochs=2, show_progress=False)
+    fit(
+        model,
+        loader(x, y),
+        None,
+        nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        epochs=2,
+        show_progress=False,
+    )
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
 
@@ -238,8 +306,9 @@ def test_evaluate_is_the_size_weighted_mean():
     value = evaluate(model, loader(x, y, batch_size=3), nn.MSELoss())
     expected = nn.functional.mse_loss(model(x), y).item()
     assert value == pytest.approx(expected, rel=1e-6)
-    batch_means = [nn.functional.mse_loss(model(x[i:i + 3]), y[i:i + 3]).item()
-                   for i in (0, 3, 6)]
+    batch_means = [
+        nn.functional.mse_loss(model(x[i : i + 3]), y[i : i + 3]).item() for i in (0, 3, 6)
+    ]
     assert value != pytest.approx(sum(batch_means) / 3, rel=1e-3)
 
 

@@ -22,8 +22,9 @@ def weights(*shape):
 
 # --------------------------------------------------------------------------- heatmap
 def test_heatmap_returns_axes_with_labels():
-    ax = attention_heatmap(weights(3, 4), x_labels=list("abcd"), y_labels=["x", "y", "z"],
-                           title="one head")
+    ax = attention_heatmap(
+        weights(3, 4), x_labels=list("abcd"), y_labels=["x", "y", "z"], title="one head"
+    )
     assert isinstance(ax, Axes)
     assert [t.get_text() for t in ax.get_xticklabels()] == list("abcd")
     assert [t.get_text() for t in ax.get_yticklabels()] == ["x", "y", "z"]
@@ -61,8 +62,9 @@ def test_heatmap_wrong_ndim(shape):
 
 # --------------------------------------------------------------------------- grid of heads
 def test_heads_grid_returns_a_figure_with_one_panel_per_head():
-    fig = attention_heads_grid(weights(5, 3, 3), x_labels=list("abc"), y_labels=list("abc"),
-                               ncols=4, title="five heads")
+    fig = attention_heads_grid(
+        weights(5, 3, 3), x_labels=list("abc"), y_labels=list("abc"), ncols=4, title="five heads"
+    )
     assert isinstance(fig, Figure)
     axes = fig.axes
     visible = [ax for ax in axes if ax.axison]
@@ -90,8 +92,15 @@ def test_heads_grid_label_mismatch():
 
 # --------------------------------------------------------------------------- loss curves
 def history():
-    return pd.DataFrame({"epoch": [1, 2, 3], "train_loss": [1.0, 0.5, 0.25],
-                         "val_loss": [1.1, 0.6, 0.4], "lr": [0.1] * 3, "seconds": [1.0] * 3})
+    return pd.DataFrame(
+        {
+            "epoch": [1, 2, 3],
+            "train_loss": [1.0, 0.5, 0.25],
+            "val_loss": [1.1, 0.6, 0.4],
+            "lr": [0.1] * 3,
+            "seconds": [1.0] * 3,
+        }
+    )
 
 
 def test_plot_history_draws_every_loss_column():

@@ -36,15 +36,23 @@ def run_one(nb: Path, out: Path, profile: str, kernel: str, env: dict[str, str])
     start = time.perf_counter()
     try:
         subprocess.run(cmd, check=True, env=env)
-        hide_injected_parameters(tmp)
+        tidy(tmp, source=nb, final=out)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
     return time.perf_counter() - start
 
 
-def hide_injected_parameters(path: Path) -> None:
-    """Tag papermill's injected-parameters cell ``remove-cell`` so the book does not show it."""
+def _display_path(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.name
+
+
+def tidy(path: Path, source: Path, final: Path) -> None:
+    """Hide papermill's injected-parameters cell in the book (tag ``remove-cell``) and record
+    repository-relative paths, not this machine's, in the notebook's papermill metadata."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -52,6 +60,10 @@ def hide_injected_parameters(path: Path) -> None:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
+    meta = nb.metadata.get("papermill")
+    if meta is not None:
+        meta["input_path"] = _display_path(source)
+        meta["output_path"] = _display_path(final)
     nbformat.write(nb, path)
 
 

@@ -12,9 +12,10 @@ In a page::
     ```
 
 gives one row per card, sorted by notebook: the chapter (linked when it is in the book),
-device, torch version, wall time, parameter counts and metrics. Nested values such as
-``{"ablation": {"no_pe": 0.3}}`` are shown as ``ablation.no_pe``. With no cards the directive
-says so instead of failing. Registered in ``_config.yml`` under ``sphinx.local_extensions``.
+the run (wall time, device, torch version, seed), parameter counts and metrics. Nested
+values such as ``{"ablation": {"no_pe": 0.3}}`` are shown as ``ablation.no_pe``. With no
+cards the directive says so instead of failing. Registered in ``_config.yml`` under
+``sphinx.local_extensions``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
 
-COLUMNS = ["Chapter", "Device", "torch", "Wall time", "Parameters", "Metrics"]
+COLUMNS = ["Chapter", "Run", "Parameters", "Metrics"]
 
 
 def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
@@ -78,7 +79,8 @@ class ResultsTable(SphinxDirective):
             self.env.note_dependency(str(path))
             try:
                 card = json.loads(path.read_text(encoding="utf-8"))
-                card["notebook"]  # noqa: B018 - must be there
+                if "notebook" not in card:
+                    raise KeyError("no 'notebook' key")
             except (ValueError, KeyError, TypeError) as exc:
                 logger.warning(f"results card {path.name} is not valid: {exc}",
                                location=(self.env.docname, self.lineno))
@@ -95,7 +97,7 @@ class ResultsTable(SphinxDirective):
         table = nodes.table(classes=["results-table"])
         group = nodes.tgroup(cols=len(COLUMNS))
         table += group
-        for width in (18, 8, 8, 8, 20, 38):
+        for width in (22, 16, 26, 36):
             group += nodes.colspec(colwidth=width)
         head = nodes.thead()
         group += head
@@ -105,9 +107,7 @@ class ResultsTable(SphinxDirective):
         for card in cards:
             body += self._row([
                 self._chapter(card),
-                nodes.paragraph(text=str(card.get("device", ""))),
-                nodes.paragraph(text=str(card.get("torch", ""))),
-                nodes.paragraph(text=fmt_seconds(card.get("wall_seconds", ""))),
+                self._run_info(card),
                 self._pairs(card.get("params", {})),
                 self._pairs(card.get("metrics", {})),
             ])
@@ -139,6 +139,14 @@ class ResultsTable(SphinxDirective):
         return para
 
     @staticmethod
+    def _run_info(card: dict) -> nodes.Node:
+        block = nodes.line_block()
+        block += nodes.line(text=f"{fmt_seconds(card.get('wall_seconds', '?'))} "
+                                 f"on {card.get('device', '?')}")
+        block += nodes.line(text=f"torch {card.get('torch', '?')}, seed {card.get('seed', '?')}")
+        return block
+
+    @staticmethod
     def _pairs(values) -> nodes.Node:
         pairs = flatten(values) if isinstance(values, dict) else [("", values)]
         if not pairs:
@@ -147,9 +155,8 @@ class ResultsTable(SphinxDirective):
         for name, value in pairs:
             line = nodes.line()
             if name:
-                line += nodes.literal(text=name)
-                line += nodes.Text(" = ")
-            line += nodes.Text(fmt(value))
+                line += nodes.Text(f"{name}: ")
+            line += nodes.strong(text=fmt(value))
             block += line
         return block
 

@@ -144,7 +144,7 @@ def test_page(doc, base_url, browser):
                 page.wait_for_function("() => window.MathJax && window.MathJax.startup"
                                        " && window.MathJax.startup.promise", timeout=20_000)
                 page.evaluate("() => window.MathJax.startup.promise")
-            except Exception as exc:  # noqa: BLE001 - reported below with the other problems
+            except Exception as exc:  # reported below with the other problems
                 problems.append(f"MathJax did not start: {str(exc).splitlines()[0]}")
             untypeset = page.evaluate(
                 "() => [...document.querySelectorAll('.math')]"
