@@ -66,6 +66,11 @@ def test_notebook_has_one_parameters_cell(path):
     assert len(tagged) == 1, (f"{path.name}: {len(tagged)} cells tagged 'parameters'; papermill "
                               "needs exactly one")
     assert "PROFILE" in _source(tagged[0]), f"{path.name}: the parameters cell sets no PROFILE"
+    injected = [c for c in _code_cells(_load(path))
+                if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
+    assert not injected, (f"{path.name}: has a papermill injected-parameters cell, which would "
+                          "pin PROFILE and make the smoke tests run at full size; re-run it "
+                          "with `make full NB=...` (the profile goes through COURSE_PROFILE)")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))

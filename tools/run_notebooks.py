@@ -31,8 +31,11 @@ NOTEBOOKS = ROOT / "notebooks"
 def run_one(nb: Path, out: Path, profile: str, kernel: str, env: dict[str, str]) -> float:
     """Execute ``nb`` into ``out``; on failure ``out`` is left untouched."""
     tmp = out.with_name(f".{out.stem}.running.ipynb")
+    # The profile travels in COURSE_PROFILE only (set in ``env``). A papermill parameter would
+    # add a cell `PROFILE = "full"` to the committed notebook, and that cell would then
+    # override COURSE_PROFILE=smoke when the tests run the notebook with nbval.
     cmd = [sys.executable, "-m", "papermill", str(nb), str(tmp), "--cwd", str(NOTEBOOKS),
-           "-k", kernel, "-p", "PROFILE", profile, "--log-output", "--no-progress-bar"]
+           "-k", kernel, "--log-output", "--no-progress-bar"]
     start = time.perf_counter()
     try:
         subprocess.run(cmd, check=True, env=env)
@@ -51,15 +54,12 @@ def _display_path(path: Path) -> str:
 
 
 def tidy(path: Path, source: Path, final: Path) -> None:
-    """Hide papermill's injected-parameters cell in the book (tag ``remove-cell``) and record
-    repository-relative paths, not this machine's, in the notebook's papermill metadata."""
+    """Drop any papermill injected-parameters cell and record repository-relative paths, not this machine's, in the notebook's papermill metadata."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
-            tags.append("remove-cell")
+    # A cell injected by an earlier papermill run with -p would pin the profile: drop it.
+    nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     meta = nb.metadata.get("papermill")
     if meta is not None:
         meta["input_path"] = _display_path(source)
