@@ -1,0 +1,97 @@
+"""Unit tests of course_lib.cost: timing, peak memory, log-log slopes."""
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib import attention
+from course_lib.cost import loglog_slope, peak_cpu_memory, time_call
+
+MB = 1_000_000
+
+
+# --------------------------------------------------------------------------- time_call
+def test_time_call_returns_positive_seconds():
+    x = torch.randn(64, 64)
+    t = time_call(lambda: x @ x, min_run_time=0.05)
+    assert isinstance(t, float) and 0 < t < 1
+
+
+def test_time_call_sees_more_work():
+    small, large = torch.randn(32, 32), torch.randn(384, 384)
+    assert time_call(lambda: large @ large, 0.05) > time_call(lambda: small @ small, 0.05)
+
+
+@pytest.mark.parametrize("bad", [None, 3, "x @ x"])
+def test_time_call_rejects_non_callables(bad):
+    with pytest.raises(TypeError, match="function of no arguments"):
+        time_call(bad)
+
+
+def test_time_call_rejects_bad_run_time():
+    with pytest.raises(ValueError, match="min_run_time"):
+        time_call(lambda: None, min_run_time=0)
+
+
+# --------------------------------------------------------------------------- peak_cpu_memory
+def test_peak_memory_of_one_tensor():
+    peak = peak_cpu_memory(lambda: torch.empty(1_000_000))  # float32: 4 MB
+    assert 4 * MB <= peak < 4.2 * MB
+
+
+def test_peak_memory_counts_tensors_alive_at_once_not_the_total():
+    def sequential():
+        a = torch.empty(1_000_000)
+        del a
+        b = torch.empty(1_000_000)
+        del b
+
+    def together():
+        a = torch.empty(1_000_000)
+        b = torch.empty(1_000_000)
+        return a, b
+
+    assert peak_cpu_memory(sequential) < 4.2 * MB
+    assert peak_cpu_memory(together) >= 8 * MB
+
+
+def test_peak_memory_of_attention_grows_with_the_score_matrix():
+    q = torch.randn(1, 2, 512, 16)
+    explicit = peak_cpu_memory(lambda: attention.scaled_dot_product_attention(q, q, q))
+    score_bytes = 2 * 512 * 512 * 4
+    assert explicit >= score_bytes  # the [B, h, L, L] weights are returned, so they are alive
+    fused = peak_cpu_memory(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    assert fused < explicit
+
+
+def test_peak_memory_rejects_non_callables():
+    with pytest.raises(TypeError):
+        peak_cpu_memory(torch.empty(3))
+
+
+def test_peak_memory_passes_errors_through():
+    def boom():
+        raise RuntimeError("inside")
+
+    with pytest.raises(RuntimeError, match="inside"):
+        peak_cpu_memory(boom)
+
+
+# --------------------------------------------------------------------------- loglog_slope
+def test_loglog_slope_recovers_the_exponent():
+    x = np.array([64, 128, 256, 512, 1024])
+    assert loglog_slope(x, 3.0 * x**2) == pytest.approx(2.0)
+    assert loglog_slope(x, 0.5 * x) == pytest.approx(1.0)
+    assert loglog_slope(x.tolist(), np.sqrt(x).tolist()) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("x, y, match", [
+    ([1, 2], [1, 2, 3], "equal length"),
+    ([1], [1], "two points"),
+    ([1, 2], [0, 1], "positive"),
+    ([1, -2], [1, 1], "positive"),
+    ([2, 2], [1, 3], "different values"),
+])
+def test_loglog_slope_rejects_bad_input(x, y, match):
+    with pytest.raises(ValueError, match=match):
+        loglog_slope(x, y)
