@@ -12,6 +12,7 @@ GPT of chapter 7 and the translation model of chapter 9 share these functions.
 - ``beam_search``    keep the ``beam_size`` best partial sequences (GNMT length penalty)
 - ``sample``         draw from softmax(logits / temperature), optionally cut to top-k / top-p
 - ``top_k_filter``, ``top_p_filter``  the two cuts, on their own
+- ``BanTokens``      wrap a step function so that some tokens are never chosen
 
 Conventions: a row that has produced ``eos_id`` is finished; from then on it is padded with
 ``pad_id`` (``eos_id`` when ``pad_id`` is None) and the model's choice is ignored. Decoding
@@ -28,7 +29,7 @@ with the LongTensor [N] of rows the surviving beams come from, after every step.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -43,7 +44,9 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 def _check_prefix(prefix) -> None:
     if not isinstance(prefix, torch.Tensor):
-        raise TypeError(f"prefix must be a LongTensor of token ids [B, L0], got {type(prefix).__name__}")
+        raise TypeError(
+            f"prefix must be a LongTensor of token ids [B, L0], got {type(prefix).__name__}"
+        )
     if prefix.dim() != 2 or prefix.shape[1] < 1:
         raise ValueError(f"prefix must have shape [B, L0] with L0 >= 1, got {tuple(prefix.shape)}")
     if prefix.is_floating_point() or prefix.dtype == torch.bool:
@@ -76,7 +79,8 @@ def _check_top_p(p) -> None:
 
 def _logits(step_fn: StepFn, tokens: torch.Tensor) -> torch.Tensor:
     logits = step_fn(tokens)
-    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != tokens.shape[0]:
+    ok = isinstance(logits, torch.Tensor) and logits.dim() == 2
+    if not ok or logits.shape[0] != tokens.shape[0]:
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise ValueError(
             f"step_fn must return next-token logits of shape [N, V] = [{tokens.shape[0]}, V] "
@@ -114,6 +118,25 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     keep_sorted[..., 0] = True
     keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
     return logits.masked_fill(~keep, float("-inf"))
+
+
+# --------------------------------------------------------------------------- wrappers
+class BanTokens:
+    """A step function that never proposes the tokens ``ids`` (their logits become -inf).
+
+    For tokens a model should not produce when generating: ``<pad>``, ``<bos>``, ``<unk>``.
+    A ``reorder`` method of the wrapped step function (a KV cache) is passed through.
+    """
+
+    def __init__(self, step_fn: StepFn, ids):
+        self.step_fn = step_fn
+        self.ids = torch.as_tensor(list(ids), dtype=torch.long)
+        if hasattr(step_fn, "reorder"):
+            self.reorder = step_fn.reorder
+
+    def __call__(self, tokens):
+        logits = self.step_fn(tokens)
+        return logits.index_fill(-1, self.ids.to(logits.device), float("-inf"))
 
 
 # --------------------------------------------------------------------------- greedy
@@ -214,7 +237,9 @@ def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_t
     _check_token_id("pad_id", pad_id)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
             or not math.isfinite(length_penalty):
-        raise ValueError(f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}")
+        raise ValueError(
+            f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}"
+        )
     pad = eos_id if pad_id is None else pad_id
     B, K, device = prefix.shape[0], beam_size, prefix.device
     tokens = prefix.repeat_interleave(K, dim=0)  # [B*K, L0], batch-major
@@ -240,7 +265,8 @@ def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_t
         new_len = length[:, None] + (~finished[:, None]).float()  # [B*K, 1]
         rank = new_logp / length_penalty_gnmt(new_len, length_penalty)  # [B*K, V]
         best = rank.view(B, K * V).topk(K, dim=-1).indices  # [B, K]
-        beam = (best // V + torch.arange(B, device=device)[:, None] * K).view(-1)  # source rows [B*K]
+        offset = torch.arange(B, device=device)[:, None] * K  # first row of each input
+        beam = (best // V + offset).view(-1)  # the row each new beam extends, [B*K]
         choice = (best % V).view(-1)  # [B*K]
         logp, length = new_logp[beam, choice], new_len[beam, 0]
         was_finished = finished[beam]

@@ -44,7 +44,9 @@ class LabelSmoothingLoss(nn.Module):
     ``target_distribution`` builds it explicitly, for plots and tests.
     """
 
-    def __init__(self, vocab_size: int, pad_id: int, smoothing: float = 0.1, reduction: str = "mean"):
+    def __init__(
+        self, vocab_size: int, pad_id: int, smoothing: float = 0.1, reduction: str = "mean"
+    ):
         super().__init__()
         if not _is_int(vocab_size) or vocab_size < 3:
             raise ValueError(
@@ -52,8 +54,14 @@ class LabelSmoothingLoss(nn.Module):
                 f"one other share the mass), got {vocab_size!r}"
             )
         if not _is_int(pad_id) or not 0 <= pad_id < vocab_size:
-            raise ValueError(f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}")
-        if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
+            raise ValueError(
+                f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}"
+            )
+        if (
+            isinstance(smoothing, bool)
+            or not isinstance(smoothing, (int, float))
+            or not 0.0 <= smoothing < 1.0
+        ):
             raise ValueError(f"smoothing must be a number in [0, 1), got {smoothing!r}")
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -63,8 +71,10 @@ class LabelSmoothingLoss(nn.Module):
         self.other = self.smoothing / (vocab_size - 2)  # mass of each token that is neither
 
     def extra_repr(self) -> str:
-        return (f"vocab_size={self.vocab_size}, pad_id={self.pad_id}, smoothing={self.smoothing}, "
-                f"reduction={self.reduction!r}")
+        return (
+            f"vocab_size={self.vocab_size}, pad_id={self.pad_id}, smoothing={self.smoothing}, "
+            f"reduction={self.reduction!r}"
+        )
 
     def _check(self, logits, target) -> None:
         if not isinstance(logits, torch.Tensor) or not isinstance(target, torch.Tensor):
@@ -100,15 +110,44 @@ class LabelSmoothingLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         self._check(logits, target)
-        log_p = F.log_softmax(logits.float(), dim=-1)  # [..., V]
-        log_p_true = log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # [...]
-        log_p_pad = log_p[..., self.pad_id]
-        rest = log_p.sum(-1) - log_p_true - log_p_pad  # sum over the V - 2 "other" tokens
-        loss = -(self.confidence * log_p_true + self.other * rest)  # [...]
         keep = target != self.pad_id
+        if logits.dtype not in (torch.float32, torch.float64):
+            logits = logits.float()  # half-precision logits: the softmax in float32
+        loss = _SmoothedCrossEntropy.apply(logits, target, self.confidence, self.other,
+                                           self.pad_id)  # [...]
         loss = loss * keep
         if self.reduction == "none":
             return loss
         if self.reduction == "sum":
             return loss.sum()
         return loss.sum() / keep.sum().clamp(min=1)  # 0, not NaN, when every target is padding
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Per-position -sum_j q_j log p_j, p = softmax(logits), with its gradient p - q.
+
+    Written as an autograd Function only for speed: autograd would build several [N, V]
+    tensors for the gather, the sum and the padding column; the closed-form gradient of
+    softmax + cross-entropy, ``p - q``, needs one.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, target, confidence: float, other: float, pad_id: int):
+        log_p = F.log_softmax(logits, dim=-1)  # [..., V]
+        log_p_true = log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # [...]
+        rest = log_p.sum(-1) - log_p_true - log_p[..., pad_id]  # over the V - 2 other tokens
+        ctx.save_for_backward(log_p, target)
+        ctx.confidence, ctx.other, ctx.pad_id = confidence, other, pad_id
+        return -(confidence * log_p_true + other * rest)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_loss):
+        log_p, target = ctx.saved_tensors
+        grad = log_p.exp()  # p, then p - q in place:
+        grad -= ctx.other  # every token: q = other ...
+        grad[..., ctx.pad_id] += ctx.other  # ... except padding: q = 0
+        true_shift = torch.full_like(grad[..., :1], ctx.other - ctx.confidence)
+        grad.scatter_add_(-1, target.unsqueeze(-1), true_shift)  # ... and the target: confidence
+        grad *= grad_loss.unsqueeze(-1)
+        return grad, None, None, None, None

@@ -45,7 +45,7 @@ class NoamLambda:
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"step must be a non-negative int, got {step!r}")
         step = max(int(step), 1)
-        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup_steps ** -1.5)
+        return self.factor * self.d_model**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
 
     @property
     def peak_lr(self) -> float:
@@ -53,9 +53,11 @@ class NoamLambda:
         return self(self.warmup_steps)
 
     def __repr__(self) -> str:
-        return f"noam_lambda(d_model={self.d_model}, warmup_steps={self.warmup_steps}, factor={self.factor})"
+        return (f"noam_lambda(d_model={self.d_model}, warmup_steps={self.warmup_steps}, "
+                f"factor={self.factor})")
 
 
 def noam_lambda(d_model: int, warmup_steps: int, factor: float = 1.0) -> NoamLambda:
-    """``step -> factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)``, for ``LambdaLR``."""
+    """The Noam schedule as a function of the step, for ``LambdaLR`` (optimizer lr 1.0):
+    ``factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)``."""
     return NoamLambda(d_model, warmup_steps, factor)

@@ -26,9 +26,10 @@ import math
 import torch
 from torch import nn
 
+from .attention import fused_attention
 from .blocks import DecoderBlock, EncoderBlock
 from .masks import causal_mask, padding_mask
-from .positional import SinusoidalPositionalEncoding
+from .positional import SinusoidalPositionalEncoding, sinusoidal_encoding
 
 
 def _positive_int(name: str, value) -> None:
@@ -46,20 +47,41 @@ class Seq2SeqTransformer(nn.Module):
     table (the output projection stays tied to the target table).
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 256, num_heads: int = 4,
-                 num_encoder_layers: int = 3, num_decoder_layers: int = 3, d_ff: int = 1024,
-                 dropout: float = 0.1, pad_id: int = 0, norm_first: bool = True,
-                 final_norm: bool | None = None, activation: str = "relu", max_len: int = 256,
-                 share_source_embedding: bool = True):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 256,
+        num_heads: int = 4,
+        num_encoder_layers: int = 3,
+        num_decoder_layers: int = 3,
+        d_ff: int = 1024,
+        dropout: float = 0.1,
+        pad_id: int = 0,
+        norm_first: bool = True,
+        final_norm: bool | None = None,
+        activation: str = "relu",
+        max_len: int = 256,
+        share_source_embedding: bool = True,
+    ):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
-                            ("num_encoder_layers", num_encoder_layers),
-                            ("num_decoder_layers", num_decoder_layers), ("d_ff", d_ff), ("max_len", max_len)):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("d_model", d_model),
+            ("num_heads", num_heads),
+            ("num_encoder_layers", num_encoder_layers),
+            ("num_decoder_layers", num_decoder_layers),
+            ("d_ff", d_ff),
+            ("max_len", max_len),
+        ):
             _positive_int(name, value)
         if not isinstance(pad_id, int) or isinstance(pad_id, bool) or not 0 <= pad_id < vocab_size:
-            raise ValueError(f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}")
+            raise ValueError(
+                f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}"
+            )
         if not isinstance(norm_first, bool):
-            raise TypeError(f"norm_first must be True (Pre-Norm) or False (Post-Norm), got {norm_first!r}")
+            raise TypeError(
+                f"norm_first must be True (Pre-Norm) or False (Post-Norm), got {norm_first!r}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.vocab_size, self.d_model, self.pad_id = vocab_size, d_model, pad_id
@@ -67,15 +89,24 @@ class Seq2SeqTransformer(nn.Module):
         final_norm = norm_first if final_norm is None else final_norm
 
         self.tgt_embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        self.src_embed = (self.tgt_embed if share_source_embedding
-                          else nn.Embedding(vocab_size, d_model, padding_idx=pad_id))
+        self.src_embed = (
+            self.tgt_embed
+            if share_source_embedding
+            else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        )
         self.positions = SinusoidalPositionalEncoding(d_model, max_len=max_len, dropout=dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation)
-            for _ in range(num_encoder_layers))
+            EncoderBlock(
+                d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation
+            )
+            for _ in range(num_encoder_layers)
+        )
         self.decoder_layers = nn.ModuleList(
-            DecoderBlock(d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation)
-            for _ in range(num_decoder_layers))
+            DecoderBlock(
+                d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation
+            )
+            for _ in range(num_decoder_layers)
+        )
         self.encoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.generator = nn.Linear(d_model, vocab_size, bias=False)
@@ -92,22 +123,29 @@ class Seq2SeqTransformer(nn.Module):
             for p in layer.parameters():
                 if p.dim() > 1:
                     nn.init.xavier_uniform_(p)
-        for table in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
-            nn.init.normal_(table.weight, mean=0.0, std=self.d_model ** -0.5)
+        for table in {
+            id(self.src_embed): self.src_embed,
+            id(self.tgt_embed): self.tgt_embed,
+        }.values():
+            nn.init.normal_(table.weight, mean=0.0, std=self.d_model**-0.5)
             table.weight[self.pad_id].zero_()
 
     # ------------------------------------------------------------------ checks
     def _check_tokens(self, name: str, tokens) -> None:
         if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+            raise TypeError(
+                f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}"
+            )
         if tokens.dim() != 2 or tokens.shape[1] == 0:
-            raise ValueError(f"{name} must have shape [B, L] with L >= 1, got {tuple(tokens.shape)}")
+            raise ValueError(
+                f"{name} must have shape [B, L] with L >= 1, got {tuple(tokens.shape)}"
+            )
         if tokens.is_floating_point() or tokens.dtype == torch.bool:
             raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
             raise ValueError(
-                f"{name} holds ids outside [0, vocab_size={self.vocab_size}): min {int(tokens.min())}, "
-                f"max {int(tokens.max())}"
+                f"{name} holds ids outside [0, vocab_size={self.vocab_size}): "
+                f"min {int(tokens.min())}, max {int(tokens.max())}"
             )
 
     # ------------------------------------------------------------------ pieces
@@ -138,15 +176,22 @@ class Seq2SeqTransformer(nn.Module):
         memory = self.encoder_norm(x)
         return (memory, src_mask, weights) if need_weights else (memory, src_mask)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
-               need_weights: bool = False):
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor,
+        need_weights: bool = False,
+    ):
         """tgt [B, Lt], memory [B, Ls, d] -> hidden states [B, Lt, d_model] (before the projection).
 
         With ``need_weights=True`` returns ``(hidden, self_weights, cross_weights)``, two lists
         with one [B, h, Lt, Lt] / [B, h, Lt, Ls] tensor per decoder layer."""
         self._check_tokens("tgt", tgt)
         if memory.dim() != 3 or memory.shape[-1] != self.d_model:
-            raise ValueError(f"memory must have shape [B, Ls, {self.d_model}], got {tuple(memory.shape)}")
+            raise ValueError(
+                f"memory must have shape [B, Ls, {self.d_model}], got {tuple(memory.shape)}"
+            )
         if memory.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"tgt has {tgt.shape[0]} rows but memory has {memory.shape[0]}: for beam search "
@@ -156,7 +201,9 @@ class Seq2SeqTransformer(nn.Module):
         x = self.embed(tgt, self.tgt_embed)
         self_w, cross_w = [], []
         for layer in self.decoder_layers:
-            x, ws, wc = layer(x, memory, self_mask=tgt_mask, memory_mask=src_mask, need_weights=need_weights)
+            x, ws, wc = layer(
+                x, memory, self_mask=tgt_mask, memory_mask=src_mask, need_weights=need_weights
+            )
             self_w.append(ws)
             cross_w.append(wc)
         hidden = self.decoder_norm(x)
@@ -166,7 +213,9 @@ class Seq2SeqTransformer(nn.Module):
         self._check_tokens("src", src)
         self._check_tokens("tgt", tgt)
         if src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}")
+            raise ValueError(
+                f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"
+            )
         memory, src_mask = self.encode(src)
         return self.generator(self.decode(tgt, memory, src_mask))  # [B, Lt, V]
 
@@ -180,26 +229,31 @@ class Seq2SeqTransformer(nn.Module):
         return {"encoder": enc_w, "decoder_self": self_w, "cross": cross_w}
 
     @torch.no_grad()
-    def make_step_fn(self, src: torch.Tensor, beam_size: int = 1):
+    def make_step_fn(self, src: torch.Tensor, beam_size: int = 1, cache: bool = True):
         """Encode ``src`` once and return ``step(tokens [N, L]) -> next-token logits [N, V]``.
 
         This is the function ``course_lib.decoding`` expects. ``beam_size > 1`` repeats each
         sentence's memory ``beam_size`` times, batch-major (rows b*k .. b*k+k-1 belong to
-        sentence b), so ``N = B * beam_size``. Put the model in eval mode first.
+        sentence b), so ``N = B * beam_size``. The model must be in eval mode.
+
+        ``cache=True`` returns a ``CachedDecoderStep``: it keeps each decoder layer's keys and
+        values, so a step runs only the newest token through the decoder, and computes the
+        cross-attention keys and values of the source once. ``cache=False`` re-runs the
+        whole prefix at every step (simpler, slower; the same logits).
         """
         _positive_int("beam_size", beam_size)
+        if self.training:
+            raise RuntimeError("call model.eval() before decoding (dropout would be active)")
         memory, src_mask = self.encode(src)
         if beam_size > 1:
             memory = memory.repeat_interleave(beam_size, dim=0)  # [B*k, Ls, d]
             src_mask = src_mask.repeat_interleave(beam_size, dim=0)  # [B*k, 1, 1, Ls]
+        if cache:
+            return CachedDecoderStep(self, memory, src_mask, group=beam_size)
 
         @torch.no_grad()
         def step(tokens: torch.Tensor) -> torch.Tensor:
-            if tokens.dim() != 2 or tokens.shape[0] != memory.shape[0]:
-                raise ValueError(
-                    f"step expects tokens [N, L] with N = {memory.shape[0]} (batch x beam_size), "
-                    f"got {tuple(tokens.shape)}"
-                )
+            _check_rows(tokens, memory.shape[0])
             hidden = self.decode(tokens, memory, src_mask)
             return self.generator(hidden[:, -1])  # only the last position: [N, V]
 
@@ -223,14 +277,18 @@ class Seq2SeqTransformer(nn.Module):
                 f"this model {len(self.encoder_layers)} / {len(self.decoder_layers)}"
             )
         if transformer.d_model != self.d_model:
-            raise ValueError(f"d_model differs: torch {transformer.d_model}, this model {self.d_model}")
+            raise ValueError(
+                f"d_model differs: torch {transformer.d_model}, this model {self.d_model}"
+            )
         if enc[0].norm_first != self.norm_first:
             raise ValueError(
                 f"norm position differs: torch norm_first={enc[0].norm_first}, this model "
                 f"norm_first={self.norm_first}"
             )
-        for name, theirs, ours in (("encoder", transformer.encoder.norm, self.encoder_norm),
-                                   ("decoder", transformer.decoder.norm, self.decoder_norm)):
+        for name, theirs, ours in (
+            ("encoder", transformer.encoder.norm, self.encoder_norm),
+            ("decoder", transformer.decoder.norm, self.decoder_norm),
+        ):
             if isinstance(theirs, nn.LayerNorm) != isinstance(ours, nn.LayerNorm):
                 raise ValueError(
                     f"final {name} LayerNorm: torch has {type(theirs).__name__}, this model "
@@ -256,6 +314,104 @@ class Seq2SeqTransformer(nn.Module):
             for sub, norm in zip(ours.subs, (theirs.norm1, theirs.norm2, theirs.norm3)):
                 sub.norm.load_state_dict(norm.state_dict())
         return self
+
+
+def _check_rows(tokens, rows: int) -> None:
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != rows:
+        got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(
+            f"step expects tokens [N, L] with N = {rows} (batch x beam_size), got {got}"
+        )
+
+
+class CachedDecoderStep:
+    """A ``course_lib.decoding`` step function for ``Seq2SeqTransformer`` with a key-value cache.
+
+    Built by ``model.make_step_fn(src, beam_size)``. Each call gets the whole prefix [N, L].
+    When its first L - 1 tokens are those of the previous call, only the last token goes
+    through the decoder, attending to the cached keys and values of the earlier positions;
+    otherwise the cache is rebuilt from the whole prefix. The cross-attention keys and values
+    of the encoder output are computed once. ``reorder(index)`` (called by ``beam_search``
+    after every step) makes the cache follow the surviving beams. The logits equal those of
+    ``decode`` on the whole prefix (the unit tests check it); padding tokens in the prefix
+    (rows that have finished) are masked as keys, as ``decode`` does.
+    """
+
+    def __init__(self, model: Seq2SeqTransformer, memory: torch.Tensor, src_mask: torch.Tensor,
+                 group: int = 1):
+        self.model, self.src_mask, self.group = model, src_mask, group
+        self.rows = memory.shape[0]
+        self.cross_kv = []  # per layer: keys and values of the memory, [N, h, Ls, d_k] each
+        for layer in model.decoder_layers:
+            attn = layer.cross_attn
+            self.cross_kv.append((attn.split_heads(attn.k_proj(memory)),
+                                  attn.split_heads(attn.v_proj(memory))))
+        self.cache, self.seen = None, None
+
+    @torch.no_grad()
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        _check_rows(tokens, self.rows)
+        if self.model.training:
+            raise RuntimeError("call model.eval() before decoding (dropout would be active)")
+        L = tokens.shape[1]
+        reuse = (self.seen is not None and self.seen.shape[1] == L - 1
+                 and torch.equal(self.seen, tokens[:, :-1]))
+        new = tokens[:, -1:] if reuse else tokens  # [N, n]: 1 new position, or all of them
+        offset = L - new.shape[1]
+        model = self.model
+        x = model.tgt_embed(new) * math.sqrt(model.d_model)
+        pe = model.positions.pe
+        if L > pe.shape[0]:  # longer than the stored table: compute the positions
+            pe = sinusoidal_encoding(L, model.d_model).to(x.device)
+        x = x + pe[offset:L].to(x.dtype)  # positions offset .. L - 1
+        keys_ok = padding_mask(tokens, model.pad_id)  # [N, 1, 1, L]
+        mask = keys_ok if reuse else keys_ok & causal_mask(L, device=tokens.device)
+        new_cache = []
+        for i, layer in enumerate(model.decoder_layers):
+            x, kv = _decoder_layer_step(layer, x, self.cache[i] if reuse else None,
+                                        self.cross_kv[i], mask, self.src_mask)
+            new_cache.append(kv)
+        self.cache, self.seen = new_cache, tokens
+        return model.generator(model.decoder_norm(x[:, -1]))  # [N, V]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` [N] of the cache: beam search's surviving beams."""
+        if self.cache is None:
+            return
+        self.cache = [(k[index], v[index]) for k, v in self.cache]
+        self.seen = self.seen[index]
+        same_input = torch.arange(self.rows, device=index.device) // self.group
+        if not torch.equal(index // self.group, same_input):  # a row moved to another input
+            self.cross_kv = [(k[index], v[index]) for k, v in self.cross_kv]
+            self.src_mask = self.src_mask[index]
+
+
+def _decoder_layer_step(layer: DecoderBlock, x, past_kv, cross_kv, self_mask, memory_mask):
+    """One DecoderBlock on the new positions x [N, n, d], given the past keys and values.
+
+    The residual wiring (Pre- or Post-Norm) is the block's own ``_Sublayer``; only the
+    self-attention is written out, to append the new keys and values to the cached ones.
+    """
+    out = {}
+
+    def self_attn(h):  # h: the new positions after (Pre-Norm) or before (Post-Norm) the norm
+        a = layer.self_attn
+        q = a.split_heads(a.q_proj(h))  # [N, h, n, d_k]
+        k, v = a.split_heads(a.k_proj(h)), a.split_heads(a.v_proj(h))
+        if past_kv is not None:
+            k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
+        out["kv"] = (k, v)
+        return a.out_proj(a.merge_heads(fused_attention(q, k, v, mask=self_mask)))
+
+    def cross_attn(h):
+        a = layer.cross_attn
+        q = a.split_heads(a.q_proj(h))
+        return a.out_proj(a.merge_heads(fused_attention(q, *cross_kv, mask=memory_mask)))
+
+    x = layer.subs[0](x, self_attn)
+    x = layer.subs[1](x, cross_attn)
+    x = layer.subs[2](x, layer.ffn)
+    return x, out["kv"]
 
 
 def count_parameters(module: nn.Module) -> int:

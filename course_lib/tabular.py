@@ -98,12 +98,12 @@ class TablePreprocessor:
         self._check_fitted(df)
         out = np.zeros((len(df), len(self.categorical_columns)), dtype=np.int64)
         for j, col in enumerate(self.categorical_columns):
-            lookup = {c: i + 1 for i, c in enumerate(self.categories_[col])}
-            out[:, j] = self._as_str(df[col]).map(lookup).fillna(0).to_numpy(dtype=np.int64)
+            known = pd.Categorical(self._as_str(df[col]), categories=self.categories_[col])
+            out[:, j] = known.codes + 1  # pandas gives -1 to a category not in the list
         return out
 
     def onehot(self, df: pd.DataFrame) -> np.ndarray:
-        """One 0/1 column per known category, float32 ``[N, n_onehot]`` (names: ``onehot_names``)."""
+        """One 0/1 column per known category, float32 ``[N, n_onehot]`` (see ``onehot_names``)."""
         codes = self.codes(df)
         blocks = []
         for j, col in enumerate(self.categorical_columns):
@@ -150,7 +150,8 @@ class TablePreprocessor:
         return s.astype(object).where(s.notna(), self.MISSING).astype(str)
 
     def _check_columns(self, df):
-        missing = [c for c in self.numeric_columns + self.categorical_columns if c not in df.columns]
+        wanted = self.numeric_columns + self.categorical_columns
+        missing = [c for c in wanted if c not in df.columns]
         if missing:
             raise KeyError(f"the table has no columns {missing}")
 
@@ -238,15 +239,23 @@ class TabularTransformer(nn.Module):
 
     def __init__(self, n_numeric: int, cardinalities: Sequence[int] = (), d_model: int = 32,
                  num_heads: int = 4, num_layers: int = 2, d_ff: int | None = None,
-                 dropout: float = 0.1, activation: str = "gelu"):
+                 dropout: float = 0.1, attention_dropout: float = 0.0, activation: str = "gelu",
+                 first_norm: bool = False):
         super().__init__()
         self.tokenizer = FeatureTokenizer(n_numeric, cardinalities, d_model)
-        self.cls_token = nn.Parameter(torch.empty(1, 1, d_model).uniform_(-1, 1) / math.sqrt(d_model))
+        bound = 1 / math.sqrt(d_model)
+        self.cls_token = nn.Parameter(torch.empty(1, 1, d_model).uniform_(-bound, bound))
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, num_heads, d_ff or 2 * d_model, dropout=dropout, norm_first=True,
                          activation=activation)
             for _ in range(num_layers)
         )
+        for block in self.blocks:  # dropout on the attention weights: separate (slow on CPU)
+            block.attn.dropout = attention_dropout
+        if not first_norm and num_layers:
+            # As in the FT-Transformer: no LayerNorm before the first attention. LN(x_j W_j + c_j)
+            # would squash a numeric token to the same direction for every large |x_j|.
+            self.blocks[0].attn_sub.norm = nn.Identity()
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)
 

@@ -49,11 +49,13 @@ def weather_features(df: pd.DataFrame, hour_of_day: bool = True) -> pd.DataFrame
     required = {"DEWP", "TEMP", "PRES", "cbwd", "Iws", "Is", "Ir", "hour"}
     missing = sorted(required - set(df.columns))
     if missing:
-        raise ValueError(f"weather_features needs the columns {sorted(required)}; missing {missing}")
-    wind = pd.Categorical(df["cbwd"], categories=list(WIND_DIRECTIONS))
-    if wind.isna().any():
-        bad = sorted(set(df["cbwd"][wind.isna()].astype(str)))
-        raise ValueError(f"unknown wind directions in cbwd: {bad}; expected {list(WIND_DIRECTIONS)}")
+        raise ValueError(f"weather_features needs the columns {sorted(required)}; "
+                         f"missing {missing}")
+    bad = sorted(set(df["cbwd"].astype(str)) - set(WIND_DIRECTIONS))
+    if bad:
+        raise ValueError(f"unknown wind directions in cbwd: {bad}; "
+                         f"expected {list(WIND_DIRECTIONS)}")
+    wind = pd.Categorical(df["cbwd"].astype(str), categories=list(WIND_DIRECTIONS))
     out = pd.DataFrame(index=df.index)
     out["DEWP"] = df["DEWP"].astype("float32")
     out["TEMP"] = df["TEMP"].astype("float32")
@@ -105,7 +107,8 @@ class Standardizer:
     def fit(self, frame) -> Standardizer:
         arr = np.asarray(frame, dtype=np.float64)
         if arr.ndim != 2 or len(arr) < 2:
-            raise ValueError(f"fit needs a [rows, columns] table with 2+ rows, got shape {arr.shape}")
+            raise ValueError(f"fit needs a [rows, columns] table with 2+ rows, "
+                             f"got shape {arr.shape}")
         self.mean_ = arr.mean(axis=0)
         std = arr.std(axis=0)
         self.std_ = np.where(std > 0, std, 1.0)  # a constant column is centred, not divided by 0

@@ -107,8 +107,8 @@ def test_exhaustive_beam_finds_the_most_likely_sequence():
         (seq_logprob(step_fn, torch.tensor([1, *seq]), 1)[0], seq)
         for seq in itertools.product(range(vocab), repeat=steps)
     )
-    tokens, score = beam_search(step_fn, prefix, beam_size=vocab ** (steps - 1), max_new_tokens=steps,
-                                length_penalty=0.0)
+    tokens, score = beam_search(step_fn, prefix, beam_size=vocab ** (steps - 1),
+                                max_new_tokens=steps, length_penalty=0.0)
     assert tokens[0, 1:].tolist() == list(best[1])
     assert score.item() == pytest.approx(best[0], abs=1e-5)
 
@@ -138,9 +138,10 @@ def test_beam_score_is_length_penalised_logprob():
     for alpha in (0.0, 0.6, 1.0):
         tokens, scores = beam_search(step_fn, prefix, beam_size=3, max_new_tokens=8, eos_id=0,
                                      length_penalty=alpha)
-        for row, score in zip(tokens, scores):
+        for row, score in zip(tokens, scores, strict=True):
             logp, length = seq_logprob(step_fn, row, 2, eos_id=0)
-            assert score.item() == pytest.approx(logp / length_penalty_gnmt(length, alpha), abs=1e-4)
+            expected = logp / length_penalty_gnmt(length, alpha)
+            assert score.item() == pytest.approx(expected, abs=1e-4)
 
 
 def test_beam_batch_equals_one_by_one():
@@ -170,7 +171,8 @@ def test_beam_rows_are_batch_major():
     both, _ = beam_search(make_step_fn(memory.repeat_interleave(K, 0)), prefix, K, 4)
     assert set(seen) == {2 * K}
     for b in range(2):
-        alone, _ = beam_search(make_step_fn(memory[b:b + 1].repeat_interleave(K, 0)), prefix[b:b + 1], K, 4)
+        step_fn = make_step_fn(memory[b:b + 1].repeat_interleave(K, 0))
+        alone, _ = beam_search(step_fn, prefix[b:b + 1], K, 4)
         assert torch.equal(alone[0], both[b])
 
 
@@ -266,7 +268,8 @@ def test_low_temperature_approaches_greedy():
     assert torch.equal(sample(step_fn, prefix, 10, temperature=1e-3, generator=g), greedy)
     # the probability of the argmax token grows towards 1 as the temperature falls
     logits = step_fn(prefix)
-    top = [torch.softmax(logits / t, dim=-1).max(dim=-1).values.min().item() for t in (1.0, 0.3, 0.01)]
+    top = [torch.softmax(logits / t, dim=-1).max(dim=-1).values.min().item()
+           for t in (1.0, 0.3, 0.01)]
     assert top[0] < top[1] < top[2] and top[2] > 0.99
 
 
@@ -340,3 +343,26 @@ def test_bad_prefix_and_bad_step_fn():
         greedy_decode(make_lm(), torch.tensor([1, 2]), 3)
     with pytest.raises(ValueError, match="step_fn"):
         greedy_decode(lambda t: torch.zeros(t.shape[0], t.shape[1], 5), torch.tensor([[1]]), 3)
+
+
+def test_ban_tokens_never_chosen_and_passes_reorder():
+    from course_lib.decoding import BanTokens
+
+    step_fn = make_lm(seed=8)
+    prefix = torch.randint(0, V, (6, 2))
+    favourite = greedy_decode(step_fn, prefix, 1)[:, -1].unique().tolist()
+    banned = BanTokens(step_fn, favourite)
+    out = greedy_decode(banned, prefix, 10)
+    assert not torch.isin(out[:, 2:], torch.tensor(favourite)).any()
+    out = sample(banned, prefix, 10, generator=torch.Generator().manual_seed(0))
+    assert not torch.isin(out[:, 2:], torch.tensor(favourite)).any()
+
+    class Cached:
+        def __call__(self, tokens):
+            return step_fn(tokens)
+
+        def reorder(self, index):
+            pass
+
+    assert hasattr(BanTokens(Cached(), [0]), "reorder")
+    assert not hasattr(banned, "reorder")

@@ -135,22 +135,34 @@ def test_gradient_matches_explicit():
     assert close(a.grad, b.grad)
 
 
+def test_gradcheck_in_double_precision():
+    loss = LabelSmoothingLoss(V, PAD, smoothing=0.1, reduction="sum")
+    logits, target = batch(n=8)
+    x = logits.double().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda z: loss(z, target), (x,))
+
+
 def test_half_precision_logits_are_computed_in_float32():
     loss = LabelSmoothingLoss(V, PAD, 0.1)
     logits, target = batch()
-    assert close(loss(logits.to(torch.bfloat16), target), loss(logits.to(torch.bfloat16).float(), target))
+    assert close(
+        loss(logits.to(torch.bfloat16), target), loss(logits.to(torch.bfloat16).float(), target)
+    )
 
 
 # --------------------------------------------------------------------------- bad inputs
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(vocab_size=2, pad_id=0), "vocab_size must be an int >= 3"),
-    (dict(vocab_size=7.0, pad_id=0), "vocab_size must be an int >= 3"),
-    (dict(vocab_size=7, pad_id=7), r"pad_id must be an int in \[0, vocab_size=7\)"),
-    (dict(vocab_size=7, pad_id=-1), "pad_id must be an int"),
-    (dict(vocab_size=7, pad_id=0, smoothing=1.0), r"smoothing must be a number in \[0, 1\)"),
-    (dict(vocab_size=7, pad_id=0, smoothing=-0.1), "smoothing must be"),
-    (dict(vocab_size=7, pad_id=0, reduction="avg"), "reduction must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(vocab_size=2, pad_id=0), "vocab_size must be an int >= 3"),
+        (dict(vocab_size=7.0, pad_id=0), "vocab_size must be an int >= 3"),
+        (dict(vocab_size=7, pad_id=7), r"pad_id must be an int in \[0, vocab_size=7\)"),
+        (dict(vocab_size=7, pad_id=-1), "pad_id must be an int"),
+        (dict(vocab_size=7, pad_id=0, smoothing=1.0), r"smoothing must be a number in \[0, 1\)"),
+        (dict(vocab_size=7, pad_id=0, smoothing=-0.1), "smoothing must be"),
+        (dict(vocab_size=7, pad_id=0, reduction="avg"), "reduction must be one of"),
+    ],
+)
 def test_bad_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LabelSmoothingLoss(**kwargs)

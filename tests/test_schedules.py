@@ -11,10 +11,12 @@ from course_lib.schedules import noam_lambda
 
 
 def paper(step, d_model, warmup, factor=1.0):
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-@pytest.mark.parametrize("d_model, warmup, factor", [(512, 4000, 1.0), (256, 1000, 2.0), (64, 1, 0.5)])
+@pytest.mark.parametrize(
+    "d_model, warmup, factor", [(512, 4000, 1.0), (256, 1000, 2.0), (64, 1, 0.5)]
+)
 def test_formula(d_model, warmup, factor):
     f = noam_lambda(d_model, warmup, factor)
     for step in (1, 2, 10, warmup - 1 or 1, warmup, warmup + 1, 10 * warmup, 123457):
@@ -58,14 +60,17 @@ def test_pickles_and_prints():
     assert repr(f) == "noam_lambda(d_model=512, warmup_steps=4000, factor=1.5)"
 
 
-@pytest.mark.parametrize("args, match", [
-    ((0, 4000), "d_model must be a positive int"),
-    ((512.0, 4000), "d_model must be a positive int"),
-    ((512, 0), "warmup_steps must be a positive int"),
-    ((512, True), "warmup_steps must be a positive int"),
-    ((512, 4000, 0.0), "factor must be a positive number"),
-    ((512, 4000, float("nan")), "factor must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((0, 4000), "d_model must be a positive int"),
+        ((512.0, 4000), "d_model must be a positive int"),
+        ((512, 0), "warmup_steps must be a positive int"),
+        ((512, True), "warmup_steps must be a positive int"),
+        ((512, 4000, 0.0), "factor must be a positive number"),
+        ((512, 4000, float("nan")), "factor must be a positive number"),
+    ],
+)
 def test_bad_arguments(args, match):
     with pytest.raises(ValueError, match=match):
         noam_lambda(*args)

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from course_lib import decoding
 from course_lib.masks import causal_mask
 from course_lib.seq2seq import Seq2SeqTransformer, count_parameters
 
@@ -19,8 +20,16 @@ def _seed():
 
 
 def make(**kw):
-    args = dict(vocab_size=V, d_model=D, num_heads=H, num_encoder_layers=2, num_decoder_layers=2,
-                d_ff=FF, dropout=0.0, pad_id=PAD)
+    args = dict(
+        vocab_size=V,
+        d_model=D,
+        num_heads=H,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=FF,
+        dropout=0.0,
+        pad_id=PAD,
+    )
     args.update(kw)
     return Seq2SeqTransformer(**args)
 
@@ -41,8 +50,16 @@ def close(a, b, atol=1e-5):
 def torch_twin(model, norm_first, randomize_norms=True):
     with warnings.catch_warnings():  # "enable_nested_tensor is True, but ... norm_first was True"
         warnings.simplefilter("ignore")
-        ref = nn.Transformer(D, H, len(model.encoder_layers), len(model.decoder_layers), FF, dropout=0.0,
-                             batch_first=True, norm_first=norm_first)
+        ref = nn.Transformer(
+            D,
+            H,
+            len(model.encoder_layers),
+            len(model.decoder_layers),
+            FF,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=norm_first,
+        )
     if randomize_norms:  # LayerNorm weights 1 and biases 0 would hide a misplaced norm
         with torch.no_grad():
             for m in ref.modules():
@@ -56,17 +73,30 @@ def torch_twin(model, norm_first, randomize_norms=True):
 def torch_logits(model, ref, src, tgt):
     """nn.Transformer between our embeddings and our output projection. Its masks say
     True = blocked: the inverse of ours."""
-    out = ref(model.embed(src, model.src_embed), model.embed(tgt, model.tgt_embed),
-              tgt_mask=~causal_mask(tgt.shape[1]), tgt_is_causal=True,
-              src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD,
-              memory_key_padding_mask=src == PAD)
+    out = ref(
+        model.embed(src, model.src_embed),
+        model.embed(tgt, model.tgt_embed),
+        tgt_mask=~causal_mask(tgt.shape[1]),
+        tgt_is_causal=True,
+        src_key_padding_mask=src == PAD,
+        tgt_key_padding_mask=tgt == PAD,
+        memory_key_padding_mask=src == PAD,
+    )
     return model.generator(out)
 
 
 # --------------------------------------------------------------------------- structure
 def test_output_shape():
     model = make()
-    assert model(tokens([5, 3]), tokens([4, 2, ])).shape == (2, 4, V)
+    assert model(
+        tokens([5, 3]),
+        tokens(
+            [
+                4,
+                2,
+            ]
+        ),
+    ).shape == (2, 4, V)
 
 
 def test_weight_tying_and_parameter_count():
@@ -209,6 +239,64 @@ def test_step_fn_with_beams_repeats_batch_major():
         step(prefix[:2])
 
 
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cached_step_equals_uncached(norm_first):
+    model = make(norm_first=norm_first).eval()
+    src = tokens([5, 3, 6])
+    cached = model.make_step_fn(src, beam_size=2)
+    plain = model.make_step_fn(src, beam_size=2, cache=False)
+    prefix = torch.full((6, 1), 2)
+    for step in range(6):
+        a, b = cached(prefix), plain(prefix)
+        assert close(a, b), f"step {step}"
+        nxt = a.argmax(-1)
+        if step == 3:
+            nxt[1] = PAD  # a finished row is padded: its padding is masked as a key
+        if step in (2, 4):  # beams move within each input, as in beam search
+            index = torch.tensor([1, 1, 2, 3, 5, 4])
+            cached.reorder(index)
+            prefix = prefix[index]
+            nxt = nxt[index]
+        prefix = torch.cat([prefix, nxt[:, None]], 1)
+    assert prefix.shape == (6, 7)
+
+
+def test_cached_step_rebuilds_and_follows_rows_across_inputs():
+    model = make().eval()
+    src = tokens([5, 3])
+    cached, plain = model.make_step_fn(src), model.make_step_fn(src, cache=False)
+    prefix = tokens([4, 4])
+    assert close(cached(prefix), plain(prefix))  # first call: the cache is built from 4 tokens
+    other = tokens([3, 3])
+    assert close(cached(other), plain(other))  # not a continuation: rebuilt
+    swap = torch.tensor([1, 0])  # rows change input: the memory must follow
+    cached.reorder(swap)
+    nxt = torch.cat([other[swap], torch.tensor([[7], [9]])], 1)
+    expected = model.make_step_fn(src[swap], cache=False)(nxt)
+    assert close(cached(nxt), expected)
+
+
+def test_decoding_with_and_without_cache_agree():
+    model = make().eval()
+    src = tokens([6, 4, 5])
+    prefix = torch.full((3, 1), 2)
+    g1 = decoding.greedy_decode(model.make_step_fn(src), prefix, 8, eos_id=3, pad_id=PAD)
+    g2 = decoding.greedy_decode(model.make_step_fn(src, cache=False), prefix, 8, eos_id=3,
+                                pad_id=PAD)
+    assert g1.equal(g2)
+    b1, s1 = decoding.beam_search(model.make_step_fn(src, beam_size=3), prefix, 3, 8, eos_id=3,
+                                  pad_id=PAD)
+    b2, s2 = decoding.beam_search(model.make_step_fn(src, beam_size=3, cache=False), prefix, 3, 8,
+                                  eos_id=3, pad_id=PAD)
+    assert b1.equal(b2) and close(s1, s2)
+
+
+def test_step_fn_needs_eval_mode():
+    model = make()
+    with pytest.raises(RuntimeError, match="model.eval()"):
+        model.make_step_fn(tokens([3]))
+
+
 def test_attention_maps():
     model = make().eval()
     src, tgt = tokens([5, 3]), tokens([4, 2])
@@ -232,7 +320,7 @@ def test_gradients_reach_every_parameter():
 
 
 def test_learns_to_copy():
-    """A few hundred steps on 8 short sequences: the model memorises them (a smoke test of training)."""
+    """200 steps on 8 short sequences: the model memorises them (a smoke test of training)."""
     model = make(dropout=0.0)
     bos = 1
     src = torch.randint(2, V, (8, 6))
@@ -250,14 +338,17 @@ def test_learns_to_copy():
 
 
 # --------------------------------------------------------------------------- bad inputs
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(num_heads=3), ValueError, "d_model=16 is not divisible by num_heads=3"),
-    (dict(pad_id=V), ValueError, r"pad_id must be an int in \[0, vocab_size=31\)"),
-    (dict(vocab_size=0), ValueError, "vocab_size must be a positive int"),
-    (dict(num_encoder_layers=0), ValueError, "num_encoder_layers must be a positive int"),
-    (dict(norm_first="pre"), TypeError, "norm_first must be True"),
-    (dict(dropout=1.0), ValueError, r"dropout must be in \[0, 1\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(num_heads=3), ValueError, "d_model=16 is not divisible by num_heads=3"),
+        (dict(pad_id=V), ValueError, r"pad_id must be an int in \[0, vocab_size=31\)"),
+        (dict(vocab_size=0), ValueError, "vocab_size must be a positive int"),
+        (dict(num_encoder_layers=0), ValueError, "num_encoder_layers must be a positive int"),
+        (dict(norm_first="pre"), TypeError, "norm_first must be True"),
+        (dict(dropout=1.0), ValueError, r"dropout must be in \[0, 1\)"),
+    ],
+)
 def test_bad_construction(kwargs, error, match):
     with pytest.raises(error, match=match):
         make(**kwargs)

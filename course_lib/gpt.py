@@ -1,0 +1,378 @@
+"""A small decoder-only Transformer (GPT) built from the course's blocks, with a KV cache.
+
+    config = GPTConfig(vocab_size=5003, max_len=33, d_model=256, num_heads=4, num_layers=2)
+    model = GPT(config)
+    logits = model(tokens)                   # [B, L] -> [B, L, V], causal
+    step_fn = model.step_fn()                # for course_lib.decoding (no cache)
+    step_fn = CachedStepFn(model)            # the same logits, reusing past keys and values
+
+The model: token embedding + learned positions -> ``num_layers`` Pre-Norm
+``blocks.EncoderBlock`` with a causal mask -> final LayerNorm -> a linear head onto the
+vocabulary, whose weight is the token embedding's (tied) unless ``tie_weights=False``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import fused_attention
+from .blocks import EncoderBlock
+from .masks import causal_mask
+from .positional import LearnedPositionalEmbedding
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    max_len: int = 33
+    d_model: int = 256
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 1024
+    dropout: float = 0.1
+    tie_weights: bool = True
+    activation: str = "gelu"
+    pad_id: int | None = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class GPT(nn.Module):
+    """Decoder-only Transformer language model: tokens [B, L] -> next-token logits [B, L, V]."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        c = self.config = config
+        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
+        self.position = LearnedPositionalEmbedding(c.max_len, c.d_model, dropout=c.dropout)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm_first=True,
+                         activation=c.activation)
+            for _ in range(c.num_layers)
+        )
+        self.final_norm = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=not c.tie_weights)
+        self.register_buffer("mask", causal_mask(c.max_len), persistent=False)
+        self.apply(self._init_weights)
+        if c.tie_weights:
+            self.head.weight = self.token_embedding.weight  # one matrix, used twice
+
+    @staticmethod
+    def _init_weights(module):
+        # GPT-2's scheme: N(0, 0.02) for weights, zero biases (LayerNorm keeps 1 and 0)
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def _check_tokens(self, tokens):
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+            got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+            raise ValueError(f"tokens must be a LongTensor [B, L], got {got}")
+        if tokens.is_floating_point():
+            raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+
+    def embed(self, tokens, offset: int = 0):
+        """tokens [B, L] -> token + position vectors [B, L, d_model] (positions from ``offset``)."""
+        return self.position(self.token_embedding(tokens), offset=offset)
+
+    def forward(self, tokens):
+        """tokens [B, L] -> logits [B, L, V]; position i sees tokens 0..i only."""
+        self._check_tokens(tokens)
+        x = self.embed(tokens)  # [B, L, d]; raises SequenceTooLongError past max_len
+        L = tokens.shape[1]
+        mask = self.mask[:L, :L]
+        for block in self.blocks:
+            x, _ = block(x, mask=mask, need_weights=False)
+        return self.head(self.final_norm(x))  # [B, L, V]
+
+    @torch.no_grad()
+    def attention_maps(self, tokens) -> list[torch.Tensor]:
+        """The causal attention weights of every block: a list of [B, h, L, L]."""
+        self._check_tokens(tokens)
+        x = self.embed(tokens)
+        mask = self.mask[: tokens.shape[1], : tokens.shape[1]]
+        maps = []
+        for block in self.blocks:
+            x, w = block(x, mask=mask, need_weights=True)
+            maps.append(w)
+        return maps
+
+    def loss(self, tokens):
+        """Mean next-token cross-entropy of rows ``tokens`` [B, L+1] (x = [:, :-1], y = [:, 1:]).
+
+        Targets equal to ``config.pad_id`` are ignored.
+        """
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        logits = self(x)
+        ignore = -100 if self.config.pad_id is None else self.config.pad_id
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                               ignore_index=ignore)
+
+    def step_fn(self):
+        """A step function for ``course_lib.decoding`` without a cache.
+
+        Each call runs the whole sequence again (only its last ``max_len`` tokens, a sliding
+        window) and returns the logits at the last position, [N, V].
+        """
+
+        def step(tokens):
+            return self(tokens[:, -self.config.max_len:])[:, -1]
+
+        return step
+
+    # ------------------------------------------------------------------ KV cache
+    def forward_cached(self, tokens, cache: list | None = None):
+        """Run only the new ``tokens`` [B, L_new], reusing the keys and values in ``cache``.
+
+        ``cache`` is None (nothing seen yet) or the list returned by the previous call: one
+        ``(keys, values)`` pair of [B, h, L_past, d_k] per block. Returns
+        ``(logits [B, L_new, V], cache)`` with the new keys and values appended. Same logits
+        as ``forward`` on the whole sequence; only the new positions are computed.
+        """
+        self._check_tokens(tokens)
+        past = 0 if cache is None else cache[0][0].shape[2]
+        x = self.embed(tokens, offset=past)  # positions past .. past + L_new - 1
+        new_cache = []
+        for i, block in enumerate(self.blocks):
+            x, kv = _block_step(block, x, None if cache is None else cache[i])
+            new_cache.append(kv)
+        return self.head(self.final_norm(x)), new_cache
+
+
+def _block_step(block: EncoderBlock, x, past_kv):
+    """One Pre-Norm ``EncoderBlock`` on new positions x [B, L_new, d], given past keys/values."""
+    if not block.attn_sub.norm_first or block.ffn is None or not block.attn_sub.use_residual:
+        raise ValueError("the KV cache supports Pre-Norm blocks with residuals and a feed-forward")
+    attn = block.attn
+    h = block.attn_sub.norm(x)
+    q = attn.split_heads(attn.q_proj(h))  # [B, h, L_new, d_k]
+    k = attn.split_heads(attn.k_proj(h))
+    v = attn.split_heads(attn.v_proj(h))
+    if past_kv is not None:
+        k = torch.cat([past_kv[0], k], dim=2)  # [B, h, L_past + L_new, d_k]
+        v = torch.cat([past_kv[1], v], dim=2)
+    L_new, L_all = q.shape[2], k.shape[2]
+    # new query i sits at position L_all - L_new + i and may see keys 0 .. that position
+    mask = None
+    if L_new > 1:
+        mask = torch.ones(L_new, L_all, dtype=torch.bool, device=x.device).tril(L_all - L_new)
+    context = fused_attention(q, k, v, mask=mask)  # [B, h, L_new, d_k]
+    x = x + block.attn_sub.dropout(attn.out_proj(attn.merge_heads(context)))
+    x = x + block.ffn_sub.dropout(block.ffn(block.ffn_sub.norm(x)))
+    return x, (k, v)
+
+
+class CachedStepFn:
+    """A ``course_lib.decoding`` step function that keeps a KV cache between calls.
+
+    Each call gets the whole sequence so far, [N, L]. When its first L - 1 tokens are the
+    ones seen before, only the last token goes through the model (one position per step
+    instead of L); otherwise (a new prompt, a changed batch) the cache is rebuilt from the
+    whole sequence. Beam search calls ``reorder(index)`` so the cache follows the beams.
+    ``bytes()`` is the memory the cache holds now.
+    """
+
+    def __init__(self, model: GPT):
+        self.model = model
+        self.cache, self.seen = None, None
+
+    def reset(self):
+        self.cache, self.seen = None, None
+
+    @torch.no_grad()
+    def __call__(self, tokens):
+        L = tokens.shape[1]
+        if L > self.model.config.max_len:
+            raise ValueError(
+                f"the KV cache cannot slide: sequence of {L} tokens is longer than max_len="
+                f"{self.model.config.max_len}; build the model with a larger max_len"
+            )
+        reuse = (self.seen is not None and self.seen.shape[0] == tokens.shape[0]
+                 and self.seen.shape[1] == L - 1 and torch.equal(self.seen, tokens[:, :-1]))
+        if reuse:
+            logits, self.cache = self.model.forward_cached(tokens[:, -1:], self.cache)
+        else:
+            logits, self.cache = self.model.forward_cached(tokens, None)
+        self.seen = tokens
+        return logits[:, -1]
+
+    def reorder(self, index):
+        """Keep the rows ``index`` [N] of the cache (beam search's surviving beams)."""
+        if self.cache is not None:
+            self.cache = [(k[index], v[index]) for k, v in self.cache]
+            self.seen = self.seen[index]
+
+    def bytes(self) -> int:
+        if self.cache is None:
+            return 0
+        return sum(t.numel() * t.element_size() for kv in self.cache for t in kv)
+
+
+def kv_cache_bytes(config: GPTConfig, batch: int, length: int, bytes_per_value: int = 4) -> int:
+    """Memory of a full KV cache: 2 (K and V) x layers x batch x length x d_model values."""
+    return 2 * config.num_layers * batch * length * config.d_model * bytes_per_value
+
+
+# ---------------------------------------------------------------------- training helpers
+def warmup_cosine(warmup_steps: int, total_steps: int, final_fraction: float = 0.1):
+    """``LambdaLR`` factor: linear warm-up to 1, then a cosine down to ``final_fraction``."""
+    if warmup_steps < 0 or total_steps < 1 or warmup_steps >= total_steps:
+        raise ValueError(
+            f"need 0 <= warmup_steps < total_steps, got {warmup_steps} and {total_steps}"
+        )
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
+                        betas=(0.9, 0.95)) -> torch.optim.AdamW:
+    """AdamW with weight decay on the weight matrices of the blocks only.
+
+    Embeddings (and so the tied head), LayerNorm parameters and biases are not decayed, as
+    in GPT-2 and minGPT.
+    """
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():  # a tied weight is listed once
+        (decay if p.dim() >= 2 and "embedding" not in name else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+class RowBatches:
+    """Batches of rows [batch_size, L+1] from one shuffled pass after another, ``steps`` per epoch.
+
+    ``training.fit`` counts an epoch as one pass over its loader; this loader makes an
+    "epoch" a fixed number of steps, so a long run is checked on the validation set at
+    regular intervals and two datasets of different sizes can be compared step for step.
+    Each row is used once per pass; a new pass (reshuffled) starts when one runs out.
+    """
+
+    def __init__(self, rows: torch.Tensor, batch_size: int, steps: int, seed: int = 0):
+        if rows.dim() != 2 or len(rows) < batch_size:
+            raise ValueError(f"need rows [N >= batch_size, L+1], got {tuple(rows.shape)} "
+                             f"for batch_size={batch_size}")
+        self.rows, self.batch_size, self.steps = rows, batch_size, steps
+        self.generator = torch.Generator().manual_seed(seed)
+        self.order = torch.randperm(len(rows), generator=self.generator)
+        self.pos, self.passes = 0, 0
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        for _ in range(self.steps):
+            if self.pos + self.batch_size > len(self.order):
+                self.order = torch.randperm(len(self.rows), generator=self.generator)
+                self.pos, self.passes = 0, self.passes + 1
+            index = self.order[self.pos:self.pos + self.batch_size]
+            self.pos += self.batch_size
+            yield (self.rows[index],)
+
+    @property
+    def rows_seen(self) -> int:
+        return self.passes * len(self.rows) + self.pos
+
+
+def lm_batch_loss(model: GPT, batch, device) -> torch.Tensor:
+    """``training.fit``'s ``batch_loss`` for batches of token rows [B, L+1] (or a 1-tuple)."""
+    rows = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return model.loss(rows.to(device))
+
+
+@torch.no_grad()
+def token_nll(model: GPT, rows: torch.Tensor, batch_size: int = 256,
+              device="cpu") -> tuple[float, int]:
+    """Summed next-token negative log-likelihood of ``rows`` [N, L+1], and the number of targets.
+
+    Padding targets (``config.pad_id``) are skipped. perplexity = exp(sum / count).
+    """
+    model.eval()
+    total, count = 0.0, 0
+    pad = model.config.pad_id
+    for start in range(0, rows.shape[0], batch_size):
+        chunk = rows[start:start + batch_size].to(device)
+        logits = model(chunk[:, :-1])
+        y = chunk[:, 1:]
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+        keep = torch.ones_like(y, dtype=torch.bool) if pad is None else y != pad
+        total += float(nll[keep.reshape(-1)].sum())
+        count += int(keep.sum())
+    return total, count
+
+
+def sliding_windows(sequences, window: int, stride: int, pad_id: int):
+    """Rows [N, window + 1] and a bool mask [N, window] of the targets to score.
+
+    Every id of a sequence after its first is scored exactly once. The first row of a
+    sequence scores all its targets; each later row starts ``stride`` ids further on and
+    scores only targets not scored before, so each of them is predicted with at least
+    ``window - stride`` ids of context.
+    """
+    if not 1 <= stride <= window:
+        raise ValueError(f"stride must be in 1..window={window}, got {stride}")
+    rows, scored = [], []
+    for seq in sequences:
+        seq = list(seq)
+        done = 0  # targets 1..done are scored
+        start = 0
+        while done < len(seq) - 1:
+            row = seq[start:start + window + 1]
+            row = row + [pad_id] * (window + 1 - len(row))
+            positions = torch.arange(window)  # position p predicts seq[start + p + 1]
+            mask = (start + positions + 1 > done) & (start + positions + 1 < len(seq))
+            rows.append(row)
+            scored.append(mask)
+            done = min(start + window, len(seq) - 1)
+            start += stride
+    if not rows:
+        empty = torch.empty(0, window + 1, dtype=torch.long)
+        return empty, torch.empty(0, window, dtype=torch.bool)
+    return torch.tensor(rows, dtype=torch.long), torch.stack(scored)
+
+
+@torch.no_grad()
+def sliding_nll(model: GPT, sequences, stride: int, batch_size: int = 256,
+                device="cpu") -> tuple[float, int]:
+    """Summed NLL of every id after the first of each sequence, each with >= max_len - stride
+    ids of context (where the sequence has them); and the number of ids scored."""
+    rows, scored = sliding_windows(sequences, model.config.max_len, stride,
+                                   pad_id=0 if model.config.pad_id is None else model.config.pad_id)
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, rows.shape[0], batch_size):
+        chunk = rows[start:start + batch_size].to(device)
+        keep = scored[start:start + batch_size].to(device)
+        logits = model(chunk[:, :-1])
+        nll = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")  # [b, W]
+        total += float(nll[keep].sum())
+        count += int(keep.sum())
+    return total, count
+
+
+def save(model: GPT, path, **extra) -> None:
+    """Save ``{"config", "state_dict", **extra}``, loadable with ``weights_only=True``."""
+    torch.save({"config": model.config.to_dict(), "state_dict": model.state_dict(), **extra}, path)
+
+
+def load(path, map_location="cpu") -> tuple[GPT, dict]:
+    """Rebuild a saved GPT; returns ``(model, the whole saved dict)``."""
+    saved = torch.load(path, map_location=map_location, weights_only=True)
+    model = GPT(GPTConfig(**saved["config"]))
+    model.load_state_dict(saved["state_dict"])
+    return model.to(map_location).eval(), saved

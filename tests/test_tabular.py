@@ -1,0 +1,193 @@
+"""Tests of course_lib.tabular: preprocessing fitted on train only, the tokenizer, the models."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from course_lib.attention import MultiHeadAttention
+from course_lib.tabular import (
+    FeatureTokenizer,
+    MLPRegressor,
+    TablePreprocessor,
+    TabularTransformer,
+    count_parameters,
+)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture
+def frames():
+    train = pd.DataFrame({
+        "area": [100.0, 200.0, np.nan, 400.0, 300.0],
+        "year": [1990, 2000, 2010, 2000, 1980],
+        "town": ["A", "B", "A", None, "C"],
+        "roof": ["flat", "flat", "gable", "gable", "flat"],
+    })
+    test = pd.DataFrame({
+        "area": [np.nan, 1000.0],
+        "year": [2020, 1990],
+        "town": ["Z", None],  # Z never seen in training
+        "roof": ["flat", "hip"],
+    })
+    return train, test
+
+
+def prep_for(train, **kw):
+    return TablePreprocessor(["area", "year"], ["town", "roof"], **kw).fit(train)
+
+
+# --------------------------------------------------------------------------- preprocessing
+def test_numeric_uses_training_statistics_only(frames):
+    train, test = frames
+    prep = prep_for(train)
+    x_train = prep.numeric(train)
+    assert x_train.dtype == np.float32 and x_train.shape == (5, 2)
+    np.testing.assert_allclose(x_train.mean(0), 0, atol=1e-6)
+    # the test row's missing area becomes the *training* median (250), then the training scaling
+    area = np.array([100, 200, 250, 400, 300.0])
+    expected = (250 - area.mean()) / area.std()
+    assert prep.numeric(test)[0, 0] == pytest.approx(expected, rel=1e-5)
+    # refitting on other rows changes nothing already computed from train
+    assert prep.numeric(test)[1, 0] == pytest.approx((1000 - area.mean()) / area.std(), rel=1e-5)
+
+
+def test_log1p_and_constant_column():
+    train = pd.DataFrame({"a": [0.0, 9.0, 99.0], "c": [5.0, 5.0, 5.0]})
+    prep = TablePreprocessor(["a", "c"], [], log1p=["a"]).fit(train)
+    x = prep.numeric(train)
+    logs = np.log1p([0.0, 9.0, 99.0])
+    np.testing.assert_allclose(x[:, 0], (logs - logs.mean()) / logs.std(), rtol=1e-5)
+    np.testing.assert_allclose(x[:, 1], 0.0)  # constant: centred, not divided by zero
+    with pytest.raises(ValueError, match="not numeric"):
+        TablePreprocessor(["a"], ["c"], log1p=["c"])
+
+
+def test_codes_and_onehot_agree(frames):
+    train, test = frames
+    prep = prep_for(train)
+    assert prep.categories_["town"] == ["(missing)", "A", "B", "C"]
+    assert prep.cardinalities == [5, 3]  # known categories + code 0
+    codes = prep.codes(test)
+    assert codes.tolist() == [[0, 1], [1, 0]]  # unseen Z -> 0; missing -> its own category
+    onehot = prep.onehot(test)
+    assert onehot.shape == (2, len(prep.onehot_names)) == (2, 6)
+    assert prep.onehot_names[:2] == ["town=(missing)", "town=A"]
+    assert onehot[0].tolist() == [0, 0, 0, 0, 1, 0]  # Z: no town column; flat
+    assert onehot[1].tolist() == [1, 0, 0, 0, 0, 0]  # missing town; hip unseen: no roof column
+
+
+def test_min_frequency_sends_rare_categories_to_zero(frames):
+    train, _ = frames
+    prep = prep_for(train, min_frequency=2)
+    assert prep.categories_["town"] == ["A"]
+    assert prep.codes(train)[:, 0].tolist() == [1, 0, 1, 0, 0]
+
+
+def test_preprocessor_errors(frames):
+    train, _ = frames
+    with pytest.raises(RuntimeError, match="fit"):
+        TablePreprocessor(["area"], []).numeric(train)
+    with pytest.raises(KeyError, match="nope"):
+        TablePreprocessor(["nope"], []).fit(train)
+    with pytest.raises(ValueError, match="both"):
+        TablePreprocessor(["area"], ["area"])
+
+
+# --------------------------------------------------------------------------- tokenizer
+def test_numeric_tokens_are_per_feature_affine_maps():
+    tok = FeatureTokenizer(n_numeric=3, d_model=4)
+    x = torch.randn(2, 3)
+    out = tok(x)
+    assert out.shape == (2, 3, 4)
+    for j in range(3):  # token j = x_j * W_j + b_j + e_j, its own weights per column
+        expected = x[:, j : j + 1] * tok.weight[j] + tok.bias[j] + tok.feature_emb[0, j]
+        torch.testing.assert_close(out[:, j], expected)
+
+
+def test_each_categorical_column_has_its_own_table():
+    tok = FeatureTokenizer(n_numeric=1, cardinalities=[3, 2], d_model=4)
+    x_num = torch.zeros(2, 1)
+    x_cat = torch.tensor([[0, 1], [2, 0]])
+    out = tok(x_num, x_cat)
+    assert out.shape == (2, 3, 4)
+    table = tok.embedding.weight
+    # column 0 uses rows 0..2, column 1 rows 3..4: the same code 0 means different vectors
+    torch.testing.assert_close(out[0, 1], table[0] + tok.feature_emb[0, 1])
+    torch.testing.assert_close(out[1, 2], table[3] + tok.feature_emb[0, 2])
+    torch.testing.assert_close(out[0, 2], table[4] + tok.feature_emb[0, 2])
+
+
+def test_tokenizer_errors():
+    tok = FeatureTokenizer(n_numeric=2, cardinalities=[3], d_model=4)
+    with pytest.raises(ValueError, match=r"x_num must be \[B, 2\]"):
+        tok(torch.zeros(1, 3), torch.zeros(1, 1, dtype=torch.long))
+    with pytest.raises(TypeError, match="integer"):
+        tok(torch.zeros(1, 2), torch.zeros(1, 1))
+    with pytest.raises(ValueError, match="outside"):
+        tok(torch.zeros(1, 2), torch.tensor([[3]]))
+    with pytest.raises(ValueError, match="at least one column"):
+        FeatureTokenizer(0, [], 4)
+
+
+# --------------------------------------------------------------------------- models
+def test_transformer_shapes_and_kept_weights():
+    model = TabularTransformer(3, [4, 2], d_model=8, num_heads=2, num_layers=2).eval()
+    x_num, x_cat = torch.randn(5, 3), torch.randint(0, 2, (5, 2))
+    pred, weights = model(x_num, x_cat, need_weights=True)
+    assert pred.shape == (5,)
+    assert len(weights) == 2 and all(w.shape == (5, 2, 6, 6) for w in weights)  # F + [CLS] = 6
+    torch.testing.assert_close(weights[0].sum(-1), torch.ones(5, 2, 6))
+    assert all(isinstance(b.attn, MultiHeadAttention) for b in model.blocks)
+    fast, none = model(x_num, x_cat)  # fused kernel: same prediction, no weights
+    assert none is None
+    torch.testing.assert_close(fast, pred, atol=1e-5, rtol=0)
+
+
+def test_houses_in_a_batch_do_not_mix():
+    """Permuting the rows of a batch permutes the predictions (no mixing between houses)."""
+    model = TabularTransformer(3, [], d_model=8, num_heads=2, num_layers=1).eval()
+    x = torch.randn(6, 3)
+    perm = torch.randperm(6)
+    torch.testing.assert_close(model(x[perm])[0], model(x)[0][perm])
+
+
+def test_transformer_learns_a_simple_function():
+    torch.manual_seed(0)
+    x = torch.randn(256, 2)
+    codes = torch.randint(0, 3, (256, 1))
+    y = x[:, 0] * x[:, 1] + torch.tensor([-1.0, 0.0, 1.0])[codes[:, 0]]
+    model = TabularTransformer(2, [3], d_model=16, num_heads=2, num_layers=1, dropout=0.0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(300):
+        loss = nn.functional.mse_loss(model(x, codes)[0], y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1 * y.var().item()
+
+
+def test_attention_dropout_is_separate():
+    model = TabularTransformer(2, [], d_model=8, num_heads=2, num_layers=2, dropout=0.2,
+                               attention_dropout=0.0)
+    assert all(b.attn.dropout == 0.0 for b in model.blocks)
+
+
+def test_mlp_and_parameter_count():
+    mlp = MLPRegressor(10, hidden=16, depth=2, dropout=0.0)
+    assert mlp(torch.randn(4, 10)).shape == (4,)
+    assert count_parameters(mlp) == (10 * 16 + 16) + (16 * 16 + 16) + (16 + 1)
+
+
+def test_first_attention_sees_unnormalized_tokens():
+    model = TabularTransformer(2, [], d_model=8, num_heads=2, num_layers=2)
+    assert isinstance(model.blocks[0].attn_sub.norm, nn.Identity)  # FT-Transformer's choice
+    assert isinstance(model.blocks[0].ffn_sub.norm, nn.LayerNorm)
+    assert isinstance(model.blocks[1].attn_sub.norm, nn.LayerNorm)
+    with_norm = TabularTransformer(2, [], d_model=8, num_heads=2, num_layers=2, first_norm=True)
+    assert isinstance(with_norm.blocks[0].attn_sub.norm, nn.LayerNorm)

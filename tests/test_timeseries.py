@@ -1,0 +1,131 @@
+"""Unit tests of course_lib.timeseries: features, splits, scaling, windows, baselines."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from course_lib.timeseries import (
+    WIND_DIRECTIONS,
+    Standardizer,
+    mae,
+    make_windows,
+    persistence,
+    predict,
+    rmse,
+    seasonal_naive,
+    weather_features,
+    window_starts,
+    year_splits,
+)
+
+
+def _frame(hours=96, start="2012-12-30 00:00"):
+    times = pd.date_range(start, periods=hours, freq="h")
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "datetime": times, "hour": times.hour,
+        "DEWP": rng.normal(size=hours), "TEMP": np.arange(hours, dtype=float),
+        "PRES": 1000 + rng.normal(size=hours),
+        "cbwd": pd.Categorical(rng.choice(list(WIND_DIRECTIONS), size=hours)),
+        "Iws": rng.uniform(0, 50, size=hours), "Is": 0.0, "Ir": 0.0,
+    })
+
+
+# --------------------------------------------------------------------------- features
+def test_weather_features_columns_and_one_hot():
+    df = _frame()
+    f = weather_features(df)
+    assert list(f.columns) == ["DEWP", "TEMP", "PRES", "log_Iws", "Is", "Ir", "wind_NE", "wind_NW",
+                               "wind_SE", "wind_cv", "hour_sin", "hour_cos"]
+    one_hot = f[[f"wind_{w}" for w in WIND_DIRECTIONS]].to_numpy()
+    assert (one_hot.sum(axis=1) == 1).all()
+    assert np.allclose(f["log_Iws"], np.log1p(df["Iws"]))
+    assert np.allclose(f["hour_sin"] ** 2 + f["hour_cos"] ** 2, 1)
+    assert "hour_sin" not in weather_features(df, hour_of_day=False)
+
+
+def test_weather_features_clear_errors():
+    df = _frame()
+    with pytest.raises(ValueError, match="missing"):
+        weather_features(df.drop(columns=["PRES"]))
+    df["cbwd"] = "N"
+    with pytest.raises(ValueError, match="unknown wind directions"):
+        weather_features(df)
+
+
+# --------------------------------------------------------------------------- splits
+def test_year_splits_are_contiguous_and_ordered():
+    df = _frame()  # 48 h of 2012, 48 h of 2013
+    sp = year_splits(df["datetime"], {"train": (2012, 2012), "test": (2013, 2013)})
+    assert sp["train"] == slice(0, 48) and sp["test"] == slice(48, 96)
+    with pytest.raises(ValueError, match="chronological"):
+        year_splits(df["datetime"], {"test": (2013, 2013), "train": (2012, 2012)})
+    with pytest.raises(ValueError, match="no rows"):
+        year_splits(df["datetime"], {"train": (2015, 2016)})
+
+
+# --------------------------------------------------------------------------- scaling
+def test_standardizer_uses_the_fit_rows_only():
+    train = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [5.0, 5.0, 5.0]})
+    sc = Standardizer().fit(train)
+    z = sc.transform(pd.DataFrame({"a": [2.0, 102.0], "b": [5.0, 6.0]}))
+    assert z[0, 0] == 0 and z[1, 0] == pytest.approx(100 / np.std([1, 2, 3]))
+    assert z[0, 1] == 0 and z[1, 1] == 1  # constant column: centred, divided by 1
+    assert sc.inverse(z[:, 0], "a") == pytest.approx([2.0, 102.0])
+    with pytest.raises(RuntimeError, match="fit"):
+        Standardizer().transform(train)
+    with pytest.raises(ValueError, match="columns"):
+        sc.transform(np.zeros((2, 3)))
+
+
+# --------------------------------------------------------------------------- windows
+def test_windows_never_leave_their_split():
+    split = slice(10, 40)
+    for length, horizon in ((5, 1), (8, 3), (29, 1)):
+        starts = window_starts(split, length, horizon)
+        assert starts[0] == 10
+        assert starts[-1] + length - 1 + horizon == 39  # the last target is the split's last row
+    with pytest.raises(ValueError, match="fewer than"):
+        window_starts(split, 30, 1)
+    with pytest.raises(ValueError, match="positive int"):
+        window_starts(split, 0)
+
+
+def test_make_windows_matches_a_loop():
+    T, F, L, h = 50, 3, 6, 2
+    values = torch.randn(T, F)
+    target = torch.randn(T)
+    split = slice(7, 45)
+    X, y, rows = make_windows(values, target, split, L, horizon=h, stride=3)
+    starts = list(range(7, 45 - L - h + 1, 3))
+    assert X.shape == (len(starts), L, F) and y.shape == (len(starts),)
+    for n, s in enumerate(starts):
+        assert torch.equal(X[n], values[s : s + L])
+        assert y[n] == target[s + L - 1 + h] and rows[n] == s + L - 1 + h
+    with pytest.raises(ValueError, match="outside the split"):
+        make_windows(values, target, split, L, starts=[40])
+
+
+def test_baselines_read_the_right_hours():
+    series = torch.arange(100, dtype=torch.float32)
+    values = series[:, None].repeat(1, 2)
+    X, y, _ = make_windows(values, series, slice(0, 100), 72)
+    assert torch.equal(persistence(X, 0), y - 1)  # hour 72 of the window
+    assert torch.equal(seasonal_naive(X, 0), y - 24)  # the same hour one day earlier
+    X3, y3, _ = make_windows(values, series, slice(0, 100), 72, horizon=3)
+    assert torch.equal(seasonal_naive(X3, 0, horizon=3), y3 - 24)
+    with pytest.raises(ValueError, match="window of at least"):
+        seasonal_naive(X[:, -10:], 0)
+
+
+def test_metrics_and_predict():
+    assert mae([1, 2, 3], [1, 1, 1]) == 1.0
+    assert rmse([0, 0], [3, 4]) == pytest.approx(np.sqrt(12.5))
+    with pytest.raises(ValueError, match="shapes"):
+        mae([1, 2], [1, 2, 3])
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 1))
+    X = torch.randn(10, 4, 3)
+    expected = model(X).squeeze(-1).detach().numpy()
+    assert np.allclose(predict(model, X, batch_size=3), expected, atol=1e-6)
