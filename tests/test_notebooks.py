@@ -116,7 +116,10 @@ def _run_cell(monkeypatch, tmp_path, colab: bool) -> list[list[str]]:
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
-    monkeypatch.delenv("COURSE_DATA_DIR", raising=False)
+    # setenv first so that monkeypatch restores the variable's absence afterwards: the cell
+    # sets COURSE_DATA_DIR, and a leak would point every later test at /content.
+    monkeypatch.setenv("COURSE_DATA_DIR", "unset-by-the-test")
+    monkeypatch.delenv("COURSE_DATA_DIR")
     monkeypatch.setattr(sys, "path", list(sys.path))
     if colab:
         monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
@@ -203,3 +206,10 @@ def test_set_repository_rewrites_config_and_notebooks(tmp_path, monkeypatch):
     assert "github/me/fork/blob" in readme.read_text()
     assert set_repository.main(["--check"]) == 0
     assert (ROOT / "_config.yml").read_bytes() == real_config, "the real _config.yml was touched"
+
+
+def test_colab_cell_test_leaves_the_environment_alone():
+    """Runs after the Colab tests in the same process: nothing of theirs may leak."""
+    import os
+
+    assert not os.environ.get("COURSE_DATA_DIR", "").startswith("/content")
