@@ -44,8 +44,8 @@ SIZES = {
         d_model=128, num_heads=4, num_layers=2, d_ff=512, dropout=0.1,
         batch_size=64, lr=4e-3, weight_decay=0.1, warmup_steps=100,
         steps_per_epoch=300,  # fit() checks the validation loss every 300 steps
-        seed_epochs=2, full_epochs=11,  # run A (openings only) and run B (whole reviews)
-        train_reviews=None, val_reviews=300, test_reviews=2000,
+        seed_epochs=2, full_epochs=10,  # run A (openings only) and run B (whole reviews)
+        train_reviews=None, val_reviews=300, test_reviews=1500,
     ),
     "smoke": dict(
         vocab_words=500, window=32,
