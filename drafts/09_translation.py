@@ -44,8 +44,8 @@ SIZES = {
     "full": dict(
         vocab_size=8000, d_model=256, num_heads=4, d_ff=512, layers=3, dropout=0.1,
         max_tokens=4096,  # tokens per batch (longest sentence x sentences)
-        epochs=12, warmup=400, noam_factor=0.5, average_last=[3, 5],
-        beam_size=5, length_penalties=[0.6, 1.0, 1.4, 2.0], train_rows=None, eval_rows=None,
+        epochs=13, warmup=400, noam_factor=0.5, average_last=[3, 5],
+        beam_size=5, length_penalties=[0.6, 1.0, 1.5, 2.0, 2.5], train_rows=None, eval_rows=None,
         ablation_steps=120, ablation_warmup=40, ablation_eval_every=30, ablation_eval_rows=None,
     ),
     "smoke": dict(
@@ -124,9 +124,8 @@ pd.DataFrame({"German": train_de[:4], "English": train_en[:4]})
 # A word-level vocabulary has two problems here. German glues words together
 # (*Baseballspieler*, *Feuerwehrmann*), so many test words never occur in training (the
 # count is printed below); and a separate vocabulary per language would need two embedding
-# tables. Byte-pair encoding
-# {cite}`sennrich2016neural` starts from characters and repeatedly merges the most frequent
-# adjacent pair, so frequent words stay whole and rare ones fall into pieces. We learn one
+# tables. Byte-pair encoding {cite}`sennrich2016neural` starts from characters and
+# repeatedly merges the most frequent adjacent pair, so frequent words stay whole and rare ones fall into pieces. We learn one
 # set of merges from the German **and** English training sentences (never from validation or
 # test), so that names, numbers and punctuation get the same token in both languages and one
 # embedding table can serve the encoder, the decoder and the output layer.
@@ -186,16 +185,16 @@ roundtrip_bad = sum(tokenizer.decode(i) != s for i, s in zip(ids_de + ids_en, tr
 used_de = {t for ids in ids_de for t in ids}
 used_en = {t for ids in ids_en for t in ids}
 unk_val = sum(ids.count(UNK) for ids in encode_all(val_de + val_en))
+print(f"sentences that do not survive encode -> decode: {roundtrip_bad}")
+print(f"tokens used by German only {len(used_de - used_en):,}, by English only "
+      f"{len(used_en - used_de):,}, by both {len(used_de & used_en):,}")
+print(f"<unk> tokens in the validation set: {unk_val}")
 train_words = {w for s in train_de for w in re.findall(r"\w+", s)}
 test_words = {w for s in test_de for w in re.findall(r"\w+", s)}
 unk_test = sum(ids.count(UNK) for ids in encode_all(test_de))
 print(f"{len(test_words - train_words):,} of the {len(test_words):,} distinct German words of the "
       f"test set never occur in the training set; as BPE tokens, only {unk_test} German test "
       f"tokens are <unk>")
-print(f"sentences that do not survive encode -> decode: {roundtrip_bad}")
-print(f"tokens used by German only {len(used_de - used_en):,}, by English only "
-      f"{len(used_en - used_de):,}, by both {len(used_de & used_en):,}")
-print(f"<unk> tokens in the validation set: {unk_val}")
 
 # %%
 lengths = pd.DataFrame({
