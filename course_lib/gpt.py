@@ -14,7 +14,9 @@ vocabulary, whose weight is the token embedding's (tied) unless ``tie_weights=Fa
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -366,8 +368,16 @@ def sliding_nll(model: GPT, sequences, stride: int, batch_size: int = 256,
 
 
 def save(model: GPT, path, **extra) -> None:
-    """Save ``{"config", "state_dict", **extra}``, loadable with ``weights_only=True``."""
-    torch.save({"config": model.config.to_dict(), "state_dict": model.state_dict(), **extra}, path)
+    """Save ``{"config", "state_dict", **extra}``, loadable with ``weights_only=True``.
+
+    The file is written under a temporary name and renamed into place, so a reader running
+    at the same time (chapter 8 beside chapter 7 in the tests) sees the old file or the new
+    one, never half of one.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save({"config": model.config.to_dict(), "state_dict": model.state_dict(), **extra}, tmp)
+    os.replace(tmp, path)
 
 
 def load(path, map_location="cpu") -> tuple[GPT, dict]:

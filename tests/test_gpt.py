@@ -176,6 +176,14 @@ def test_save_and_load_round_trip(tmp_path):
     tokens = torch.randint(0, V, (2, 6))
     assert torch.equal(loaded(tokens), model(tokens))
     assert loaded.head.weight is loaded.token_embedding.weight
+    assert [f.name for f in tmp_path.iterdir()] == ["m.pt"]  # no temporary file left behind
+
+
+def test_save_replaces_an_existing_file_whole(tmp_path):
+    path = tmp_path / "m.pt"
+    save(small(), path, tag="old")
+    save(small(), str(path), tag="new")  # a str path works too
+    assert load(path)[1]["tag"] == "new"
 
 
 def test_warmup_cosine_shape():

@@ -11,7 +11,8 @@ touches the repository: executed notebooks go to ``--output-dir`` (default: a ne
 folder) and results cards to ``$COURSE_RESULTS_DIR`` pointed at that folder.
 
 Each notebook runs in a fresh kernel with ``notebooks/`` as its working directory, with
-``-p PROFILE <profile>`` and ``COURSE_PROGRESS=text`` (progress bars as one final line).
+``COURSE_PROFILE=<profile>`` and ``COURSE_PROGRESS=text`` (progress bars as one final line)
+in its environment. No papermill parameter is passed (see ``run_one``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def _display_path(path: Path) -> str:
 
 
 def tidy(path: Path, source: Path, final: Path) -> None:
-    """Drop any papermill injected-parameters cell and record repository-relative paths, not this machine's, in the notebook's papermill metadata."""
+    """Drop any papermill injected-parameters cell; record repository-relative paths (not
+    this machine's) in the notebook's papermill metadata."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
