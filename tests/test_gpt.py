@@ -10,6 +10,7 @@ from course_lib.gpt import (
     CachedStepFn,
     GPTConfig,
     kv_cache_bytes,
+    lm_batch_loss,
     load,
     save,
     token_nll,
@@ -252,3 +253,12 @@ def test_sliding_nll_with_full_stride_equals_plain_windows():
     assert total == pytest.approx(plain_total, rel=1e-5)
     # a shorter stride scores the same tokens, each with more context
     assert sliding_nll(model, seqs, stride=2)[1] == count
+
+
+def test_lm_batch_loss_is_the_model_loss_for_a_tensor_or_a_1_tuple():
+    model = small()
+    rows = torch.randint(1, V, (3, 9))
+    rows[0, 6:] = 0  # padding targets are ignored
+    expected = model.loss(rows)
+    assert torch.equal(lm_batch_loss(model, rows, "cpu"), expected)
+    assert torch.equal(lm_batch_loss(model, (rows,), "cpu"), expected)  # a DataLoader batch

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from course_lib.schedules import noam_lambda
+from course_lib.schedules import NoamLambda, noam_lambda
 
 
 def paper(step, d_model, warmup, factor=1.0):
@@ -82,3 +82,11 @@ def test_bad_step():
         f(-1)
     with pytest.raises(ValueError, match="step must be a non-negative int"):
         f(1.5)
+
+
+def test_noam_lambda_returns_a_noam_lambda_that_rejects_bad_steps():
+    f = noam_lambda(64, 10)
+    assert isinstance(f, NoamLambda) and f(0) == f(1)  # LambdaLR's first call, step 0
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="step must be a non-negative int"):
+            f(bad)

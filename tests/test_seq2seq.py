@@ -9,7 +9,7 @@ from torch import nn
 
 from course_lib import decoding
 from course_lib.masks import causal_mask
-from course_lib.seq2seq import Seq2SeqTransformer, count_parameters
+from course_lib.seq2seq import CachedDecoderStep, Seq2SeqTransformer, count_parameters
 
 V, D, H, FF, PAD = 31, 16, 2, 24, 0
 
@@ -376,3 +376,12 @@ def test_bad_calls():
         model.decode(tgt, memory[..., :4], mask)
     with pytest.raises(ValueError, match="beam_size must be a positive int"):
         model.make_step_fn(src, beam_size=0)
+
+
+def test_cached_step_is_the_default_and_refuses_a_training_model():
+    model = make(dropout=0.1).eval()
+    step = model.make_step_fn(tokens([4, 2]))
+    assert isinstance(step, CachedDecoderStep)
+    model.train()
+    with pytest.raises(RuntimeError, match="model.eval"):
+        step(torch.full((2, 1), 2))
