@@ -206,6 +206,16 @@ def test_corrupt_file_fails_its_checksum(tmp_path, monkeypatch):
     assert not report["ok"].any()
 
 
+def test_data_file_returns_a_checked_path_and_rejects_unknown_names(tmp_path, monkeypatch):
+    path = data.data_file("imdb/README")
+    assert path == data_dir() / "imdb/README" and path.is_file()
+    with pytest.raises(KeyError, match="not a course data file"):
+        data.data_file("imdb/readme.txt")
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
+    with pytest.raises(data.DataFileMissingError):
+        data.data_file("imdb/README")
+
+
 # --------------------------------------------------------------------------- offline
 def test_never_touches_the_network(monkeypatch):
     def no_network(*args, **kwargs):
