@@ -211,6 +211,24 @@ class MultiHeadAttention(nn.Module):
             context, weights = fused_attention(q, k, v, mask=mask, bias=bias, dropout_p=p), None
         return self.out_proj(self.merge_heads(context)), weights
 
+    def forward_cached(self, x, past_kv=None, mask=None):
+        """Self-attention of new positions over the cached ones: one decoding step.
+
+        x: [B, n, d_model], the new positions; past_kv: None or ``(keys, values)``, each
+        [B, h, L_past, d_k], from the previous call; mask: True = may attend, broadcastable
+        to [B, h, n, L_past + n] (None: every new position sees everything).
+        Returns ``(out [B, n, d_model], (keys, values) [B, h, L_past + n, d_k])``: the new
+        keys and values are appended, so the next call reuses them (a KV cache). No dropout
+        on the weights: this is for decoding.
+        """
+        q = self.split_heads(self.q_proj(x))  # [B, h, n, d_k]
+        k = self.split_heads(self.k_proj(x))
+        v = self.split_heads(self.v_proj(x))
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)  # [B, h, L_past + n, d_k]
+            v = torch.cat([past_kv[1], v], dim=2)
+        return self.out_proj(self.merge_heads(fused_attention(q, k, v, mask=mask))), (k, v)
+
     @torch.no_grad()
     def load_from_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` (batch_first, same sizes)."""

@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import fused_attention
 from .blocks import EncoderBlock
 from .masks import causal_mask
 from .positional import LearnedPositionalEmbedding
@@ -151,26 +150,28 @@ class GPT(nn.Module):
 
 
 def _block_step(block: EncoderBlock, x, past_kv):
-    """One Pre-Norm ``EncoderBlock`` on new positions x [B, L_new, d], given past keys/values."""
-    if not block.attn_sub.norm_first or block.ffn is None or not block.attn_sub.use_residual:
-        raise ValueError("the KV cache supports Pre-Norm blocks with residuals and a feed-forward")
-    attn = block.attn
-    h = block.attn_sub.norm(x)
-    q = attn.split_heads(attn.q_proj(h))  # [B, h, L_new, d_k]
-    k = attn.split_heads(attn.k_proj(h))
-    v = attn.split_heads(attn.v_proj(h))
-    if past_kv is not None:
-        k = torch.cat([past_kv[0], k], dim=2)  # [B, h, L_past + L_new, d_k]
-        v = torch.cat([past_kv[1], v], dim=2)
-    L_new, L_all = q.shape[2], k.shape[2]
+    """One ``EncoderBlock`` on new positions x [B, L_new, d], given past keys/values.
+
+    The block's own sublayers do the LayerNorm and residual wiring; only the attention
+    changes: ``forward_cached`` attends over the cached keys and values plus the new ones.
+    """
+    L_new = x.shape[1]
+    L_all = L_new + (0 if past_kv is None else past_kv[0].shape[2])
     # new query i sits at position L_all - L_new + i and may see keys 0 .. that position
     mask = None
     if L_new > 1:
         mask = torch.ones(L_new, L_all, dtype=torch.bool, device=x.device).tril(L_all - L_new)
-    context = fused_attention(q, k, v, mask=mask)  # [B, h, L_new, d_k]
-    x = x + block.attn_sub.dropout(attn.out_proj(attn.merge_heads(context)))
-    x = x + block.ffn_sub.dropout(block.ffn(block.ffn_sub.norm(x)))
-    return x, (k, v)
+    new_kv = None
+
+    def self_attn(h):
+        nonlocal new_kv
+        y, new_kv = block.attn.forward_cached(h, past_kv, mask=mask)
+        return y
+
+    x = block.attn_sub(x, self_attn)
+    if block.ffn is not None:
+        x = block.ffn_sub(x, block.ffn)
+    return x, new_kv
 
 
 class CachedStepFn:

@@ -30,6 +30,7 @@ from .attention import fused_attention
 from .blocks import DecoderBlock, EncoderBlock
 from .masks import causal_mask, padding_mask
 from .positional import SinusoidalPositionalEncoding, sinusoidal_encoding
+from .training import count_parameters  # noqa: F401  (re-exported for chapter 9)
 
 
 def _positive_int(name: str, value) -> None:
@@ -389,19 +390,15 @@ class CachedDecoderStep:
 def _decoder_layer_step(layer: DecoderBlock, x, past_kv, cross_kv, self_mask, memory_mask):
     """One DecoderBlock on the new positions x [N, n, d], given the past keys and values.
 
-    The residual wiring (Pre- or Post-Norm) is the block's own ``_Sublayer``; only the
-    self-attention is written out, to append the new keys and values to the cached ones.
+    The residual wiring (Pre- or Post-Norm) is the block's own ``_Sublayer``; the
+    self-attention goes through ``MultiHeadAttention.forward_cached``, which appends the new
+    keys and values to the cached ones.
     """
     out = {}
 
     def self_attn(h):  # h: the new positions after (Pre-Norm) or before (Post-Norm) the norm
-        a = layer.self_attn
-        q = a.split_heads(a.q_proj(h))  # [N, h, n, d_k]
-        k, v = a.split_heads(a.k_proj(h)), a.split_heads(a.v_proj(h))
-        if past_kv is not None:
-            k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
-        out["kv"] = (k, v)
-        return a.out_proj(a.merge_heads(fused_attention(q, k, v, mask=self_mask)))
+        y, out["kv"] = layer.self_attn.forward_cached(h, past_kv, mask=self_mask)
+        return y
 
     def cross_attn(h):
         a = layer.cross_attn
@@ -413,7 +410,3 @@ def _decoder_layer_step(layer: DecoderBlock, x, past_kv, cross_kv, self_mask, me
     x = layer.subs[2](x, layer.ffn)
     return x, out["kv"]
 
-
-def count_parameters(module: nn.Module) -> int:
-    """Trainable parameters, each shared tensor counted once (``parameters()`` de-duplicates)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)

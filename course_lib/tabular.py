@@ -31,14 +31,10 @@ import torch
 from torch import nn
 
 from .blocks import EncoderBlock
+from .training import count_parameters  # the one shared helper, re-exported here
 
 __all__ = ["TablePreprocessor", "FeatureTokenizer", "TabularTransformer", "MLPRegressor",
            "count_parameters"]
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 # --------------------------------------------------------------------------- preprocessing

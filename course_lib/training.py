@@ -22,6 +22,11 @@ import torch
 from .runtime import progress
 
 
+def count_parameters(model: torch.nn.Module) -> int:
+    """Trainable parameters, each shared tensor counted once (``parameters()`` de-duplicates)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def _to(x, device):
     if isinstance(x, torch.Tensor):
         return x.to(device)

@@ -597,3 +597,16 @@ class TestAdditiveAttention:
             att(q, k, v, mask=torch.ones(4, 6))
         with pytest.raises(TypeError, match="v must be a torch.Tensor"):
             att(q, k, None)
+
+
+def test_forward_cached_step_by_step_equals_causal_forward():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 9, 16)
+    full, _ = mha(x, x, x, mask=causal_mask(9))
+    out, kv = mha.forward_cached(x[:, :4], mask=causal_mask(4))  # a prompt at once
+    outs = [out]
+    for t in range(4, 9):  # then one position at a time, seeing everything cached
+        out, kv = mha.forward_cached(x[:, t:t + 1], kv)
+        outs.append(out)
+    assert torch.allclose(torch.cat(outs, 1), full, atol=1e-6)
+    assert kv[0].shape == kv[1].shape == (2, 4, 9, 4)

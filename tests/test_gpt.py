@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from course_lib import decoding
+from course_lib.blocks import EncoderBlock
 from course_lib.gpt import (
     GPT,
     CachedStepFn,
@@ -115,6 +116,21 @@ def test_cached_logits_equal_uncached():
     cached = torch.cat(steps, dim=1)
     assert (cached - full).abs().max().item() <= 1e-5
     assert cache[0][0].shape == (3, 4, 30, 8)
+
+
+@pytest.mark.parametrize("switches", [dict(norm_first=False), dict(use_ffn=False)])
+def test_cached_logits_equal_uncached_for_other_block_wirings(switches):
+    # the cache reuses each block's own sublayers, so Post-Norm or FFN-free blocks work too
+    model = small()
+    for i, block in enumerate(model.blocks):
+        model.blocks[i] = EncoderBlock(32, 4, 64, **switches).eval()
+    tokens = torch.randint(0, V, (2, 12))
+    logits, cache = model.forward_cached(tokens[:, :5])
+    steps = [logits]
+    for t in range(5, 12):
+        logits, cache = model.forward_cached(tokens[:, t:t + 1], cache)
+        steps.append(logits)
+    assert (torch.cat(steps, 1) - model(tokens)).abs().max().item() <= 1e-5
 
 
 def test_cached_chunks_equal_uncached():

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_lib.training import default_batch_loss, evaluate, fit
+from course_lib import seq2seq, tabular
+from course_lib.training import count_parameters, default_batch_loss, evaluate, fit
 
 
 @pytest.fixture(autouse=True)
@@ -342,3 +343,14 @@ def test_default_batch_loss():
     loss = default_batch_loss(nn.MSELoss())(model, (x, y), "cpu")
     assert loss.item() == pytest.approx(nn.functional.mse_loss(model(x), y).item())
     assert loss.requires_grad
+
+
+def test_count_parameters_counts_a_shared_tensor_once_and_skips_frozen_ones():
+    emb = nn.Embedding(10, 4)
+    head = nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # tied: one 10 x 4 matrix
+    model = nn.Sequential(emb, nn.Linear(4, 4), head)
+    assert count_parameters(model) == 10 * 4 + (4 * 4 + 4)
+    model[1].bias.requires_grad_(False)
+    assert count_parameters(model) == 10 * 4 + 4 * 4
+    assert tabular.count_parameters is count_parameters is seq2seq.count_parameters
