@@ -6,8 +6,9 @@
                               metrics={"simple_mse": 0.91, "full_mse": 0.0004})
     card  # shows the card as a table
 
-Only the ``full`` profile writes ``book/results/<notebook>.json``; smoke runs write nothing
-in the repository. The book's results page gathers every card into one table.
+Only the ``full`` profile writes ``book/results/<notebook>.json`` and the ``gpu`` profile
+``book/results/gpu/<notebook>.json``; smoke runs write nothing in the repository. The
+book's results page gathers every card into one table.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .precision import current
 from .runtime import results_dir
 
-PROFILES = ("full", "smoke")
+PROFILES = ("full", "smoke", "gpu")
 
 
 def _plain(value):
@@ -53,9 +55,14 @@ def _plain(value):
 
 
 def make_card(
-    notebook: str, profile: str, seed: int, device, wall_seconds: float, params: dict, metrics: dict
+    notebook: str, profile: str, seed: int, device, wall_seconds: float, params: dict,
+    metrics: dict, precision: str | None = None,
 ) -> dict:
-    """Build the card as a dict (validated, JSON-ready)."""
+    """Build the card as a dict (validated, JSON-ready).
+
+    ``precision`` (what training ran in: ``float32``, ``bf16 autocast``, ...) defaults to the
+    one ``runtime.setup`` chose (``course_lib.precision.current()``).
+    """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     if not isinstance(metrics, dict) or not metrics:
@@ -67,6 +74,7 @@ def make_card(
         "device": torch.device(device).type,  # "cuda:0" -> "cuda"
         "torch": torch.__version__.split("+")[0],
         "wall_seconds": round(float(wall_seconds), 1),
+        "precision": str(precision) if precision is not None else current().card_name,
         "params": _plain(params or {}),
         "metrics": _plain(metrics),
     }
@@ -75,8 +83,9 @@ def make_card(
 def card_table(card: dict) -> pd.DataFrame:
     """The card as a two-column table (nested dicts become ``name.key`` rows)."""
     rows = []
-    for key in ("notebook", "profile", "seed", "device", "torch", "wall_seconds"):
-        rows.append((key, card[key]))
+    for key in ("notebook", "profile", "seed", "device", "torch", "wall_seconds", "precision"):
+        if key in card:  # cards written before precision was recorded lack it
+            rows.append((key, card[key]))
     for group in ("params", "metrics"):
         for name, value in card[group].items():
             if isinstance(value, dict):
@@ -96,14 +105,19 @@ def write_card(
     params: dict,
     metrics: dict,
     directory: str | Path | None = None,
+    precision: str | None = None,
 ) -> pd.DataFrame:
-    """Write ``<results_dir>/<notebook>.json`` for a full run; return the card as a table.
+    """Write ``<results_dir>/<notebook>.json`` for a full run (``<results_dir>/gpu/`` for the
+    gpu profile); return the card as a table.
 
     A smoke run writes nothing (unless ``directory`` is given explicitly).
     """
-    card = make_card(notebook, profile, seed, device, wall_seconds, params, metrics)
-    if profile == "full" or directory is not None:
-        folder = Path(directory) if directory is not None else results_dir()
+    card = make_card(notebook, profile, seed, device, wall_seconds, params, metrics, precision)
+    if profile in ("full", "gpu") or directory is not None:
+        if directory is not None:
+            folder = Path(directory)
+        else:
+            folder = results_dir() / "gpu" if profile == "gpu" else results_dir()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{notebook}.json"
         path.write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")

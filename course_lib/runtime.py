@@ -12,6 +12,8 @@ Environment variables (all optional):
 ``COURSE_DATA_DIR``  folder holding the datasets (default: ``data/`` next to ``course_lib``)
 ``COURSE_RESULTS_DIR`` folder for results cards (default: ``book/results/``)
 ``COURSE_PROGRESS``  ``auto`` (widgets in Jupyter), ``text`` (one line per bar) or ``off``
+``COURSE_PRECISION`` ``auto``, ``fp32``, ``bf16`` or ``fp16`` for notebooks that train with
+                     mixed precision (``setup(precision="auto")``; see ``course_lib.precision``)
 """
 
 from __future__ import annotations
@@ -134,12 +136,24 @@ def set_threads(n: int | None = None) -> int:
     return n
 
 
-def setup(seed: int = 0, device: str | None = None, threads: int | None = None) -> torch.device:
-    """Seed everything, choose device and threads, print them, and return the device."""
+def setup(seed: int = 0, device: str | None = None, threads: int | None = None,
+          precision: str = "fp32") -> torch.device:
+    """Seed everything, choose device, threads and precision, print them, return the device.
+
+    ``precision`` is what the notebook trains with: ``"fp32"`` (the default: no autocast) or
+    ``"auto"`` for a notebook that trains under ``course_lib.precision``'s autocast, which
+    then picks bf16, fp16 or fp32 for the device (``$COURSE_PRECISION`` overrides ``auto``).
+    ``precision.current()`` returns the choice, and results cards record it.
+    """
+    from . import precision as _precision
+
     set_seed(seed)
     dev = get_device(device)
     n = set_threads(threads)
-    print(f"torch {torch.__version__} | device: {dev.type} | CPU threads: {n} | seed: {seed}")
+    mp = _precision.choose(dev, None if precision == "auto" else precision)
+    _precision.set_current(mp)
+    print(f"torch {torch.__version__} | device: {dev.type} | CPU threads: {n} | "
+          f"precision: {mp.name} | seed: {seed}")
     return dev
 
 

@@ -11,6 +11,7 @@ anything else pass ``batch_loss(model, batch, device) -> loss``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -58,8 +59,12 @@ def _batch_size(batch) -> int:
 
 
 @torch.no_grad()
-def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None) -> float:
-    """Mean loss over ``loader`` (weighted by batch size), in eval mode."""
+def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None, precision=None) -> float:
+    """Mean loss over ``loader`` (weighted by batch size), in eval mode.
+
+    ``precision``: a ``course_lib.precision.Precision`` to evaluate under autocast (None: fp32).
+    """
+    autocast = precision.autocast if precision is not None else contextlib.nullcontext
     if batch_loss is None:
         if loss_fn is None:
             raise ValueError("pass loss_fn or batch_loss")
@@ -68,7 +73,9 @@ def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None) -> floa
     total, count = 0.0, 0
     for batch in loader:
         n = _batch_size(batch)
-        total += float(batch_loss(model, batch, device)) * n
+        with autocast():
+            loss = batch_loss(model, batch, device)
+        total += float(loss) * n
         count += n
     if count == 0:
         raise ValueError("the evaluation loader yielded no batches")
@@ -90,11 +97,14 @@ def fit(
     desc: str = "training",
     show_progress: bool = True,
     min_delta: float = 0.0,
+    precision=None,
 ) -> pd.DataFrame:
     """Train ``model`` and return its history as a DataFrame (one row per epoch).
 
     - ``scheduler`` is stepped after every optimizer step (per batch), as ``LambdaLR``
       warm-up schedules expect.
+    - ``precision``: a ``course_lib.precision.Precision``; the forward pass and the loss then
+      run under its autocast (bf16 or fp16) and it does the backward step. None: float32.
     - ``patience``: stop when the validation loss has not improved by ``min_delta`` for that
       many epochs, and restore the weights of the best epoch.
     - columns: epoch, train_loss, val_loss (if a val_loader is given), lr, seconds.
@@ -111,6 +121,7 @@ def fit(
         if loss_fn is None:
             raise ValueError("pass loss_fn (for (inputs, target) batches) or batch_loss")
         batch_loss = default_batch_loss(loss_fn)
+    autocast = precision.autocast if precision is not None else contextlib.nullcontext
     model.to(device)
     rows, best, best_state, bad_epochs = [], math.inf, None, 0
     bar = progress(range(1, epochs + 1), desc=desc, unit="epoch", disable=not show_progress)
@@ -118,16 +129,20 @@ def fit(
         model.train()
         start, total, count = time.perf_counter(), 0.0, 0
         for batch in train_loader:
-            loss = batch_loss(model, batch, device)
+            with autocast():
+                loss = batch_loss(model, batch, device)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"loss became {loss.item()} at epoch {epoch}: lower the learning rate"
                 )
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-            optimizer.step()
+            if precision is None:
+                loss.backward()
+                if clip_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+                optimizer.step()
+            else:
+                precision.step(loss, optimizer, model.parameters(), clip_grad_norm)
             if scheduler is not None:
                 scheduler.step()
             n = _batch_size(batch)
@@ -135,7 +150,8 @@ def fit(
             count += n
         row = {"epoch": epoch, "train_loss": total / max(count, 1)}
         if val_loader is not None:
-            row["val_loss"] = evaluate(model, val_loader, device=device, batch_loss=batch_loss)
+            row["val_loss"] = evaluate(model, val_loader, device=device, batch_loss=batch_loss,
+                                       precision=precision)
         row["lr"] = optimizer.param_groups[0]["lr"]
         row["seconds"] = time.perf_counter() - start
         rows.append(row)

@@ -29,6 +29,9 @@ def results_dir(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- make_card
 def test_make_card_fields():
+    from course_lib import precision
+
+    precision.set_current(precision.Precision("fp32"))
     card = make_card("04_sequence_reversal", **ARGS)
     assert card == {
         "notebook": "04_sequence_reversal",
@@ -37,6 +40,7 @@ def test_make_card_fields():
         "device": "cpu",
         "torch": torch.__version__.split("+")[0],
         "wall_seconds": 41.2,
+        "precision": "float32",  # what runtime.setup chose; float32 unless a notebook opts in
         "params": {"full_model": 35012},
         "metrics": {"simple_mse": 0.91, "full_mse": 0.0004},
     }
@@ -130,6 +134,7 @@ def test_card_table_rows():
         "device",
         "torch",
         "wall_seconds",
+        "precision",
         "params.full_model",
         "metrics.bleu.val",
         "metrics.bleu.test",
@@ -193,4 +198,4 @@ def test_read_cards_of_an_empty_folder(tmp_path):
 
 
 def test_profiles_constant():
-    assert results.PROFILES == ("full", "smoke")
+    assert results.PROFILES == ("full", "smoke", "gpu")

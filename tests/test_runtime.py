@@ -159,7 +159,8 @@ def test_setup_prints_what_it_chose(monkeypatch, capsys, no_gpu):
     dev = runtime.setup(seed=7, device="cpu", threads=1)
     assert dev == torch.device("cpu")
     out = capsys.readouterr().out
-    assert out == f"torch {torch.__version__} | device: cpu | CPU threads: 1 | seed: 7\n"
+    assert out == (
+        f"torch {torch.__version__} | device: cpu | CPU threads: 1 | precision: fp32 | seed: 7\n")
     a = torch.rand(2)
     runtime.setup(seed=7, device="cpu", threads=1)
     assert torch.equal(a, torch.rand(2))

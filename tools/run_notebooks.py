@@ -6,9 +6,12 @@
     python tools/run_notebooks.py --profile smoke --output-dir out/ notebooks/01_attention.ipynb
 
 The full profile rewrites the committed notebooks (outputs) and their results cards in
-``book/results/``: that is how the book's numbers are produced. Any other profile never
-touches the repository: executed notebooks go to ``--output-dir`` (default: a new temporary
-folder) and results cards to ``$COURSE_RESULTS_DIR`` pointed at that folder.
+``book/results/``: that is how the book's numbers are produced. The gpu profile (sizes for
+one modern GPU, chapters 7 and 9) writes its executed notebooks to ``--output-dir`` and its
+results cards to ``book/results/gpu/``; the committed notebooks keep their CPU outputs. The
+smoke profile never touches the repository: executed notebooks go to ``--output-dir``
+(default: a new temporary folder) and results cards to ``$COURSE_RESULTS_DIR`` pointed at
+that folder.
 
 Each notebook runs in a fresh kernel with ``notebooks/`` as its working directory, with
 ``COURSE_PROFILE=<profile>`` and ``COURSE_PROGRESS=text`` (progress bars as one final line)
@@ -69,11 +72,18 @@ def tidy(path: Path, source: Path, final: Path) -> None:
     nbformat.write(nb, path)
 
 
+def has_profile(nb: Path, profile: str) -> bool:
+    """True if the notebook's SIZES name ``profile`` (as ``"gpu": dict(``)."""
+    return f'"{profile}": dict(' in nb.read_text(encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="notebooks to run (default: every notebooks/*.ipynb, in order)")
-    parser.add_argument("--profile", default="full", choices=["full", "smoke"])
+    parser.add_argument("--profile", default="full", choices=["full", "smoke", "gpu"],
+                        help="full: the committed outputs; smoke: tiny sizes (the tests); gpu: "
+                        "sizes for one modern GPU (chapters 7 and 9), cards to book/results/gpu/")
     parser.add_argument("--output-dir", type=Path,
                         help="where executed notebooks go (not allowed with --profile full, "
                         "which writes in place)")
@@ -83,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    if args.profile == "gpu" and not args.notebooks:  # only the chapters that define it
+        notebooks = [nb for nb in notebooks if has_profile(nb, "gpu")]
     if not notebooks:
         print("no notebooks in notebooks/: nothing to run")
         return 0
@@ -102,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         if out_dir == NOTEBOOKS.resolve():
             parser.error("the output folder must not be notebooks/")
-        env["COURSE_RESULTS_DIR"] = str(out_dir / "results")
+        if args.profile != "gpu":  # the gpu profile's cards go to book/results/gpu/
+            env["COURSE_RESULTS_DIR"] = str(out_dir / "results")
 
     times: list[tuple[str, float, str]] = []
     failed = False
