@@ -80,6 +80,14 @@ class GPT(nn.Module):
             raise ValueError(f"tokens must be a LongTensor [B, L], got {got}")
         if tokens.is_floating_point():
             raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+        if tokens.numel():
+            low, high = int(tokens.min()), int(tokens.max())
+            if low < 0 or high >= self.config.vocab_size:
+                bad = low if low < 0 else high
+                raise ValueError(
+                    f"token id {bad} is outside the vocabulary of {self.config.vocab_size} "
+                    f"tokens (ids 0..{self.config.vocab_size - 1}): encode text with the "
+                    "vocabulary the model was built with")
 
     def embed(self, tokens, offset: int = 0):
         """tokens [B, L] -> token + position vectors [B, L, d_model] (positions from ``offset``)."""

@@ -94,8 +94,9 @@ class TablePreprocessor:
         self._check_fitted(df)
         out = np.zeros((len(df), len(self.categorical_columns)), dtype=np.int64)
         for j, col in enumerate(self.categorical_columns):
-            known = pd.Categorical(self._as_str(df[col]), categories=self.categories_[col])
-            out[:, j] = known.codes + 1  # pandas gives -1 to a category not in the list
+            index = pd.Index(self.categories_[col])
+            # get_indexer gives -1 to a value not in the list (rare or unseen): code 0
+            out[:, j] = index.get_indexer(self._as_str(df[col])) + 1
         return out
 
     def onehot(self, df: pd.DataFrame) -> np.ndarray:

@@ -90,6 +90,18 @@ def test_too_long_raises_clear_error():
         model(torch.randint(0, V, (1, 9)))
 
 
+@pytest.mark.parametrize("bad", [-1, 50, 1000])
+def test_out_of_vocabulary_id_raises_clear_error(bad):
+    model = small()
+    tokens = torch.tensor([[1, 2, bad]])
+    with pytest.raises(ValueError, match=f"token id {bad} is outside the vocabulary of 50 tokens"):
+        model(tokens)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.forward_cached(tokens)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.attention_maps(tokens)
+
+
 def test_loss_ignores_padding():
     model = small()
     rows = torch.randint(3, V, (2, 9))

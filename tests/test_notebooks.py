@@ -88,6 +88,37 @@ def test_notebook_has_full_results_card(path):
     assert isinstance(card["wall_seconds"], (int, float)) and card["wall_seconds"] > 0
 
 
+def _printed_card(nb: dict) -> list[str] | None:
+    """The rows of the card table shown by the cell that calls ``results.write_card``."""
+    for cell in _code_cells(nb):
+        if "results.write_card(" not in _source(cell):
+            continue
+        for out in cell.get("outputs", []):
+            text = out.get("data", {}).get("text/plain")
+            if out.get("output_type") == "execute_result" and text:
+                lines = ("".join(text) if isinstance(text, list) else text).splitlines()
+                return [line.rstrip() for line in lines[2:] if line.strip()]  # skip the header
+    return None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_committed_card_equals_the_card_printed_in_the_notebook(path):
+    """A re-run that rewrote the notebook but not the card (or the reverse) is caught here."""
+    from course_lib.results import card_table
+
+    rows = _printed_card(_load(path))
+    assert rows is not None, f"{path.name}: no executed cell shows the results card table"
+    committed = card_table(_load(RESULTS / f"{path.stem}.json"))["value"].to_dict()
+    assert len(rows) == len(committed), (f"{path.name}: the notebook prints {len(rows)} card rows, "
+                                         f"book/results/{path.stem}.json has {len(committed)}")
+    for field, value in committed.items():
+        shown = [r[len(field):].strip() for r in rows if r.startswith(field + " ")]
+        assert shown, f"{path.name}: the printed card has no row {field!r}"
+        ok = any(v == value or (v.endswith("...") and value.startswith(v[:-3])) for v in shown)
+        assert ok, (f"{path.name}: {field} is {value} in book/results/{path.stem}.json but "
+                    f"{shown[0]} in the notebook; re-run the notebook in the full profile")
+
+
 def test_every_results_card_belongs_to_a_notebook():
     stems = {p.stem for p in NOTEBOOKS}
     orphans = [p.name for p in RESULTS.glob("*.json") if p.stem not in stems]

@@ -82,6 +82,18 @@ def test_codes_and_onehot_agree(frames):
     assert onehot[1].tolist() == [1, 0, 0, 0, 0, 0]  # missing town; hip unseen: no roof column
 
 
+def test_unseen_categories_raise_no_pandas_warning(frames):
+    """Unseen values used to go through pd.Categorical, deprecated (an error in pandas 4)."""
+    import warnings
+
+    train, test = frames
+    prep = prep_for(train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        codes = prep.codes(test)
+    assert codes[0, 0] == 0 and codes[1, 1] == 0  # unseen Z and hip -> code 0
+
+
 def test_min_frequency_sends_rare_categories_to_zero(frames):
     train, _ = frames
     prep = prep_for(train, min_frequency=2)

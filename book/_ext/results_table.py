@@ -87,8 +87,12 @@ class ResultsTable(SphinxDirective):
                 continue
             cards.append(card)
         if not cards:
-            para = nodes.paragraph(text="No results cards yet: a full run of a chapter notebook "
-                                   "(make full) writes one to book/results/.")
+            where = self.options.get("path", "book/results")
+            how = ("a gpu-profile run on a GPU machine (tools/run_notebooks.py --profile gpu)"
+                   if where.rstrip("/").endswith("gpu") else "a full run of a chapter notebook "
+                   "(make full)")
+            para = nodes.paragraph(text=f"No results cards here yet: {how} writes them to "
+                                   f"{where}/.")
             return [para]
         return [self._table(cards)]
 
@@ -144,6 +148,8 @@ class ResultsTable(SphinxDirective):
         block += nodes.line(text=f"{fmt_seconds(card.get('wall_seconds', '?'))} "
                                  f"on {card.get('device', '?')}")
         block += nodes.line(text=f"torch {card.get('torch', '?')}, seed {card.get('seed', '?')}")
+        if "precision" in card:  # recorded since mixed precision was added
+            block += nodes.line(text=f"precision: {card['precision']}")
         return block
 
     @staticmethod
