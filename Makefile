@@ -2,9 +2,10 @@
 #
 #   make book     build the book into _build/html (sets up .venv first if needed)
 #   make test     unit tests + every notebook in the smoke profile (sets up .venv first)
-#   make lab      JupyterLab on the notebooks
+#   make lab      JupyterLab on the notebooks (LAB=student: on the student edition)
 #   make full     re-execute every notebook in the full profile, in place (NB=... for one)
 #   make smoke    run notebooks in the smoke profile into a temp folder (NB=... for one)
+#   make student  regenerate the student edition in student/ from notebooks/
 #   make lint     ruff
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
@@ -16,12 +17,14 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.course-installed
 NB      ?=
+# Folder `make lab` opens.
+LAB     ?= notebooks/
 # Parallel pytest workers for `make test`; each notebook kernel then uses one CPU thread.
 WORKERS ?= 2
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: book test lab full smoke lint clean distclean install
+.PHONY: book test lab full smoke student lint clean distclean install
 
 install: $(STAMP)
 
@@ -54,13 +57,18 @@ test: $(STAMP)
 	exit $$rc
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB)
 
 full: $(STAMP)
 	$(PY) tools/run_notebooks.py --profile full $(NB)
 
 smoke: $(STAMP)
 	$(PY) tools/run_notebooks.py --profile smoke $(NB)
+
+# The student edition: every solution cell emptied, every output cleared (see the tool's
+# docstring); `$(PY) tools/make_student_edition.py --check` only reports what is stale.
+student: $(STAMP)
+	$(PY) tools/make_student_edition.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
