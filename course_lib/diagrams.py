@@ -852,6 +852,7 @@ def alibi_bias(num_heads=4, length=8, causal=False):
         ax = fig.add_axes((x0 / width, y0 / height, side / width, side / height))
         data = np.ma.masked_where(~allowed, bias[hd]) if causal else bias[hd]
         im = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=0.0)
+        ax.grid(False)  # a style such as seaborn's whitegrid would draw lines over the cells
         exponent = -8 * (hd + 1) / num_heads
         ax.set_title(f"head {hd + 1}:  $m = 2^{{{exponent:g}}}$ = {slopes[hd]:.3g}\n"
                      f"farthest key: {bias[hd].min():.3g}", fontsize=SMALL)
@@ -867,6 +868,7 @@ def alibi_bias(num_heads=4, length=8, causal=False):
                         (rows * panel_h - panel_h + side) / height))
     cb = fig.colorbar(im, cax=cax)
     cb.ax.tick_params(labelsize=SMALL, length=2)
+    cb.ax.grid(False)
     fig.suptitle("ALiBi bias $-m_h\\,|i - j|$ added to the scores, one slope per head"
                  + ("  (causal: dark = blocked)" if causal else ""), fontsize=FONT,
                  y=1 - 0.2 / height)

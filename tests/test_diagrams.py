@@ -107,3 +107,13 @@ def test_alibi_bias_causal_blocks_the_future(close_figures):
     data = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()][0]
     blocked = np.ma.getmaskarray(data)
     np.testing.assert_array_equal(blocked, np.triu(np.ones((5, 5), dtype=bool), k=1))
+
+
+def test_alibi_heatmaps_have_no_grid_under_a_grid_style(close_figures):
+    """Chapter 5 sets seaborn's whitegrid style; its lines must not cross the heatmap cells."""
+    import matplotlib.pyplot as plt
+
+    with plt.style.context({"axes.grid": True}):
+        fig = diagrams.alibi_bias(num_heads=2, length=4)
+    for ax in fig.axes:
+        assert not any(line.get_visible() for line in ax.get_xgridlines() + ax.get_ygridlines())
