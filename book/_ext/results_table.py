@@ -88,7 +88,7 @@ class ResultsTable(SphinxDirective):
             cards.append(card)
         if not cards:
             where = self.options.get("path", "book/results")
-            how = ("a gpu-profile run on a GPU machine (tools/run_notebooks.py --profile gpu)"
+            how = ("a run of the gpu profile on a GPU machine"
                    if where.rstrip("/").endswith("gpu") else "a full run of a chapter notebook "
                    "(make full)")
             para = nodes.paragraph(text=f"No results cards here yet: {how} writes them to "
