@@ -11,7 +11,6 @@ anything else pass ``batch_loss(model, batch, device) -> loss``.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
+from .precision import Precision
 from .runtime import progress
 
 
@@ -36,6 +36,11 @@ def _to(x, device):
     if isinstance(x, dict):
         return {k: _to(v, device) for k, v in x.items()}
     return x
+
+
+def _float32_if_none(precision, device) -> Precision:
+    """``precision``, or plain float32 (autocast off, no scaler) when it is None."""
+    return precision if precision is not None else Precision("fp32", torch.device(device).type)
 
 
 def default_batch_loss(loss_fn: Callable) -> Callable:
@@ -64,7 +69,7 @@ def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None, precisi
 
     ``precision``: a ``course_lib.precision.Precision`` to evaluate under autocast (None: fp32).
     """
-    autocast = precision.autocast if precision is not None else contextlib.nullcontext
+    mp = _float32_if_none(precision, device)
     if batch_loss is None:
         if loss_fn is None:
             raise ValueError("pass loss_fn or batch_loss")
@@ -73,7 +78,7 @@ def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None, precisi
     total, count = 0.0, 0
     for batch in loader:
         n = _batch_size(batch)
-        with autocast():
+        with mp.autocast():
             loss = batch_loss(model, batch, device)
         total += float(loss) * n
         count += n
@@ -121,7 +126,7 @@ def fit(
         if loss_fn is None:
             raise ValueError("pass loss_fn (for (inputs, target) batches) or batch_loss")
         batch_loss = default_batch_loss(loss_fn)
-    autocast = precision.autocast if precision is not None else contextlib.nullcontext
+    mp = _float32_if_none(precision, device)
     model.to(device)
     rows, best, best_state, bad_epochs = [], math.inf, None, 0
     bar = progress(range(1, epochs + 1), desc=desc, unit="epoch", disable=not show_progress)
@@ -129,20 +134,14 @@ def fit(
         model.train()
         start, total, count = time.perf_counter(), 0.0, 0
         for batch in train_loader:
-            with autocast():
+            with mp.autocast():
                 loss = batch_loss(model, batch, device)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"loss became {loss.item()} at epoch {epoch}: lower the learning rate"
                 )
             optimizer.zero_grad(set_to_none=True)
-            if precision is None:
-                loss.backward()
-                if clip_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-                optimizer.step()
-            else:
-                precision.step(loss, optimizer, model.parameters(), clip_grad_norm)
+            mp.step(loss, optimizer, model.parameters(), clip_grad_norm)  # backward, clip, step
             if scheduler is not None:
                 scheduler.step()
             n = _batch_size(batch)
