@@ -1,0 +1,58 @@
+"""course_lib.stats: bootstrap intervals and their verdicts."""
+
+import numpy as np
+import pytest
+
+from course_lib import stats
+
+
+def test_interval_of_a_mean_covers_the_mean_and_shrinks_with_rows():
+    rng = np.random.default_rng(0)
+    small = stats.bootstrap(np.mean, rng.normal(1.0, 1.0, 100))
+    large = stats.bootstrap(np.mean, rng.normal(1.0, 1.0, 10_000))
+    assert small.low < small.estimate < small.high
+    assert large.contains(1.0)
+    # the width of a mean's interval falls like 1/sqrt(n): 10x for 100x the rows
+    ratio = (small.high - small.low) / (large.high - large.low)
+    assert 6 < ratio < 15
+
+
+def test_width_matches_the_normal_theory_for_a_mean():
+    x = np.random.default_rng(1).normal(0.0, 2.0, 2000)
+    iv = stats.bootstrap(np.mean, x, n_resamples=4000)
+    half = 1.96 * x.std() / np.sqrt(len(x))
+    assert (iv.high - iv.low) / 2 == pytest.approx(half, rel=0.1)
+
+
+def test_paired_bootstrap_sees_a_small_consistent_gap_that_unpaired_noise_hides():
+    rng = np.random.default_rng(2)
+    difficulty = rng.normal(0, 5, 300)  # shared by both models, large
+    a = difficulty + 0.5 + rng.normal(0, 0.1, 300)
+    b = difficulty + rng.normal(0, 0.1, 300)
+    gap = stats.bootstrap(lambda x, y: np.mean(x - y), a, b)
+    assert gap.low > 0.4 and gap.high < 0.6
+    assert not gap.contains(0.0)
+    assert stats.verdict(gap, lower_is_better=True, names=("a", "b")) == "b is ahead of a"
+    assert stats.verdict(gap, lower_is_better=False, names=("a", "b")) == "a is ahead of b"
+
+
+def test_tie_and_determinism():
+    x = np.random.default_rng(3).normal(0, 1, 200)
+    one = stats.bootstrap(np.mean, x, seed=5)
+    two = stats.bootstrap(np.mean, x, seed=5)
+    assert one == two
+    assert "tie" in stats.verdict(one)
+    assert str(one).startswith(f"{one.estimate:.4g} [")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: stats.bootstrap(np.mean), "at least one array"),
+    (lambda: stats.bootstrap(np.mean, [1.0, 2.0], level=95), "level must be between 0 and 1"),
+    (lambda: stats.bootstrap(np.mean, [1.0, 2.0], n_resamples=10), "too few"),
+    (lambda: stats.bootstrap(lambda a, b: 0.0, [1, 2, 3], [1, 2]), "same number of rows"),
+    (lambda: stats.bootstrap(np.mean, [1.0]), "at least 2 rows"),
+    (lambda: stats.bootstrap(lambda a: 1 / (a.sum() - a.sum()), np.ones(5)), "non-finite"),
+])
+def test_bad_inputs_say_what_to_do(call, message):
+    with np.errstate(divide="ignore"), pytest.raises(ValueError, match=message):
+        call()
