@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,8 @@ NOTEBOOKS = ROOT / "notebooks"
 
 
 def run_one(nb: Path, out: Path, profile: str, kernel: str, env: dict[str, str]) -> float:
-    """Execute ``nb`` into ``out``; on failure ``out`` is left untouched."""
+    """Execute ``nb`` into ``out``; on failure ``out`` is left untouched and the partly
+    executed notebook (outputs up to the failing cell) is kept in the temp folder."""
     tmp = out.with_name(f".{out.stem}.running.ipynb")
     # The profile travels in COURSE_PROFILE only (set in ``env``). A papermill parameter would
     # add a cell `PROFILE = "full"` to the committed notebook, and that cell would then
@@ -45,6 +47,12 @@ def run_one(nb: Path, out: Path, profile: str, kernel: str, env: dict[str, str])
         subprocess.run(cmd, check=True, env=env)
         tidy(tmp, source=nb, final=out)
         os.replace(tmp, out)
+    except subprocess.CalledProcessError:
+        if tmp.exists():
+            kept = Path(tempfile.gettempdir()) / f"{out.stem}.failed.ipynb"
+            shutil.move(tmp, kept)
+            print(f"=== the partly executed notebook is in {kept}", flush=True)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return time.perf_counter() - start
