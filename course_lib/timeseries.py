@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 import torch
+from sklearn.preprocessing import StandardScaler
 
 __all__ = [
     "WIND_DIRECTIONS",
@@ -102,36 +103,66 @@ def year_splits(times, splits: dict[str, tuple[int, int]]) -> dict[str, slice]:
 
 # --------------------------------------------------------------------------- scaling
 class Standardizer:
-    """(x - mean) / std per column, with the statistics of the rows given to ``fit`` only."""
+    """(x - mean) / std per column, with the statistics of the rows given to ``fit`` only.
+
+    A thin wrapper around scikit-learn's ``StandardScaler`` (population std, ddof=0; a
+    constant column is centred and divided by 1) that returns float32, remembers the column
+    names of a DataFrame, and turns one scaled column back into its units (``inverse``).
+    """
 
     def fit(self, frame) -> Standardizer:
         arr = np.asarray(frame, dtype=np.float64)
         if arr.ndim != 2 or len(arr) < 2:
             raise ValueError(f"fit needs a [rows, columns] table with 2+ rows, "
                              f"got shape {arr.shape}")
-        self.mean_ = arr.mean(axis=0)
-        std = arr.std(axis=0)
-        self.std_ = np.where(std > 0, std, 1.0)  # a constant column is centred, not divided by 0
+        if not np.isfinite(arr).all():
+            raise ValueError("fit got missing or infinite values: fill or drop them first")
+        self.scaler_ = StandardScaler().fit(arr)  # numpy in, so sklearn sees no names
         self.columns_ = list(frame.columns) if isinstance(frame, pd.DataFrame) else None
         return self
 
-    def _check(self, arr):
-        if not hasattr(self, "mean_"):
-            raise RuntimeError("call fit() before transform()")
-        if arr.shape[-1] != self.mean_.shape[0]:
-            raise ValueError(f"expected {self.mean_.shape[0]} columns, got {arr.shape[-1]}")
+    @property
+    def mean_(self) -> np.ndarray:
+        """Column means of the fit rows, [F]."""
+        return self._fitted().mean_
+
+    @property
+    def std_(self) -> np.ndarray:
+        """Column standard deviations of the fit rows (ddof=0; 1 for a constant column), [F]."""
+        return self._fitted().scale_
 
     def transform(self, frame) -> np.ndarray:
+        """[..., F] -> the same shape, scaled, as float32."""
+        scaler = self._fitted("transform")
         arr = np.asarray(frame, dtype=np.float64)
-        self._check(arr)
-        return ((arr - self.mean_) / self.std_).astype(np.float32)
+        self._check_columns(frame, arr)
+        flat = arr.reshape(-1, arr.shape[-1])  # sklearn wants [rows, F]
+        return scaler.transform(flat).reshape(arr.shape).astype(np.float32)
 
     def inverse(self, values, column: int | str):
         """Scaled values of one column back to its original units."""
-        if not hasattr(self, "mean_"):
-            raise RuntimeError("call fit() before inverse()")
-        j = self.columns_.index(column) if isinstance(column, str) else int(column)
-        return values * self.std_[j] + self.mean_[j]
+        scaler = self._fitted("inverse")
+        if isinstance(column, str):
+            if self.columns_ is None or column not in self.columns_:
+                raise KeyError(f"no column {column!r}; fitted columns: {self.columns_}")
+            column = self.columns_.index(column)
+        return values * scaler.scale_[column] + scaler.mean_[column]
+
+    # guard rails: clear errors for misuse
+    def _fitted(self, action: str = "read the statistics"):
+        if not hasattr(self, "scaler_"):
+            raise RuntimeError(f"call fit() on the training rows before you {action}")
+        return self.scaler_
+
+    def _check_columns(self, frame, arr):
+        expected = self.scaler_.n_features_in_
+        if arr.ndim == 0 or arr.shape[-1] != expected:
+            raise ValueError(f"expected {expected} columns (as in fit), got "
+                             f"{arr.shape[-1] if arr.ndim else 0}")
+        if isinstance(frame, pd.DataFrame) and self.columns_ is not None \
+                and list(frame.columns) != self.columns_:
+            raise ValueError(f"columns differ from those given to fit: got "
+                             f"{list(frame.columns)}, fitted on {self.columns_}")
 
 
 # --------------------------------------------------------------------------- windows

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from course_lib.timeseries import (
@@ -74,10 +75,61 @@ def test_standardizer_uses_the_fit_rows_only():
     assert z[0, 0] == 0 and z[1, 0] == pytest.approx(100 / np.std([1, 2, 3]))
     assert z[0, 1] == 0 and z[1, 1] == 1  # constant column: centred, divided by 1
     assert sc.inverse(z[:, 0], "a") == pytest.approx([2.0, 102.0])
+    assert sc.inverse(z[:, 1], 1) == pytest.approx([5.0, 6.0])
+    assert isinstance(sc.scaler_, StandardScaler)  # scikit-learn does the work
+
+
+def _old_standardize(train, rows):
+    """The hand-written scaling the course used before StandardScaler (kept to compare)."""
+    arr = np.asarray(train, dtype=np.float64)
+    mean, std = arr.mean(axis=0), arr.std(axis=0)  # np.std: population std, ddof=0
+    std = np.where(std > 0, std, 1.0)
+    return ((np.asarray(rows, dtype=np.float64) - mean) / std).astype(np.float32), mean, std
+
+
+def test_standardizer_gives_the_numbers_of_the_old_code():
+    feats = weather_features(_frame(hours=500))  # 12 columns: offsets, one-hots, a constant
+    feats["PRES"] += 20.0  # a large offset, as real pressure in hPa
+    train, rows = feats.iloc[:300], feats
+    sc = Standardizer().fit(train)
+    expected, mean, std = _old_standardize(train, rows)
+    assert np.allclose(sc.mean_, mean, rtol=1e-12, atol=1e-12)
+    assert np.allclose(sc.std_, std, rtol=1e-12)  # ddof=0, as before
+    assert not np.allclose(std, np.asarray(train).std(axis=0, ddof=1))  # and not ddof=1
+    got = sc.transform(rows)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    assert np.allclose(got, expected, rtol=0, atol=1e-6)  # float32 rounding at most
+    col = list(feats.columns).index("TEMP")
+    assert np.allclose(sc.inverse(got[:, col], "TEMP"), rows["TEMP"], atol=1e-4)
+
+
+def test_standardizer_scales_windows_of_any_rank():
+    rng = np.random.default_rng(1)
+    sc = Standardizer().fit(rng.normal(3.0, 2.0, size=(50, 4)))
+    X = rng.normal(size=(6, 7, 4))  # [N, L, F]
+    flat = sc.transform(X.reshape(-1, 4))
+    assert np.array_equal(sc.transform(X), flat.reshape(6, 7, 4))
+
+
+def test_standardizer_clear_errors():
+    train = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [5.0, 5.0, 5.0]})
     with pytest.raises(RuntimeError, match="fit"):
         Standardizer().transform(train)
-    with pytest.raises(ValueError, match="columns"):
+    with pytest.raises(RuntimeError, match="fit"):
+        Standardizer().inverse(np.zeros(2), 0)
+    with pytest.raises(RuntimeError, match="fit"):
+        Standardizer().mean_
+    sc = Standardizer().fit(train)
+    with pytest.raises(ValueError, match="expected 2 columns"):
         sc.transform(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="columns differ"):
+        sc.transform(pd.DataFrame({"b": [1.0], "a": [2.0]}))  # same count, swapped order
+    with pytest.raises(KeyError, match="no column"):
+        sc.inverse(np.zeros(2), "c")
+    with pytest.raises(ValueError, match="2\\+ rows"):
+        Standardizer().fit(train.iloc[:1])
+    with pytest.raises(ValueError, match="missing or infinite"):
+        Standardizer().fit(train.assign(a=[1.0, np.nan, 3.0]))
 
 
 # --------------------------------------------------------------------------- windows
