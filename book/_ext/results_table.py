@@ -15,7 +15,8 @@ gives one row per card, sorted by notebook: the chapter (linked when it is in th
 the run (wall time, device, torch version, seed), parameter counts and metrics. Nested
 values such as ``{"ablation": {"no_pe": 0.3}}`` are shown as ``ablation.no_pe``. With no
 cards the directive says so instead of failing. Registered in ``_config.yml`` under
-``sphinx.local_extensions``.
+``sphinx.local_extensions``; its ``setup`` also registers the directives of
+``results_claims.py`` (the claims table and figure, the sentence on seeds).
 """
 
 from __future__ import annotations
@@ -168,5 +169,8 @@ class ResultsTable(SphinxDirective):
 
 
 def setup(app):
+    import results_claims  # book/_ext is on sys.path: _config.yml lists it as a local extension
+
     app.add_directive("results-table", ResultsTable)
+    results_claims.setup(app)  # results-claims and results-seeds
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -184,3 +184,23 @@ def test_page(doc, base_url, browser):
     if real_errors:
         problems.append(f"JavaScript errors: {real_errors}")
     assert not problems, f"{doc}:\n  " + "\n  ".join(problems)
+
+
+def test_results_page_shows_every_claim_and_its_figure(base_url, browser):
+    """The claims table has one row per entry of book/claims.yml, each with a verdict, and
+    the figure drawn at build time is shown."""
+    claims = yaml.safe_load((ROOT / "book" / "claims.yml").read_text(encoding="utf-8"))
+    page = browser.new_page()
+    try:
+        page.goto(f"{base_url}/book/results.html", wait_until="load")
+        rows = page.locator("table.results-claims tbody tr")
+        assert rows.count() == len(claims), (rows.count(), len(claims))
+        verdicts = [rows.nth(i).locator("td").last.locator("strong").first.inner_text()
+                    for i in range(rows.count())]
+        assert set(verdicts) <= {"ahead", "behind", "tie", "better", "worse", "equal"}, verdicts
+        figure = page.locator("figure.results-claims-figure img")
+        assert figure.count() == 1
+        size = figure.evaluate("img => [img.complete, img.naturalWidth, img.clientWidth]")
+        assert size[0] and size[1] > 0 and size[2] > 300, f"claims figure not shown: {size}"
+    finally:
+        page.close()

@@ -1,0 +1,370 @@
+"""Every measured number quoted in a chapter's prose is printed by the same notebook.
+
+A re-run changes outputs but not markdown, so a sentence can keep an old number. This test
+reads each committed notebook (JSON only, nothing runs) and checks that every number a
+markdown cell quotes can be found in the notebook: in an output of a code cell (stdout
+stream, ``text/plain``, ``text/html``, ``text/markdown``) or in a code cell's source (the
+settings: a learning rate, a dropout, a threshold).
+
+Which numbers are checked (``quoted_numbers``). The ones a measurement produces:
+- numbers with a decimal point: ``0.41``, ``1,234.5``, ``2.5e-3`` (``1e-3`` too);
+- percentages: ``4.7%``, ``30 %``;
+- factors: ``3x``, ``2.5×`` (speed-ups, ratios);
+- integers with a thousands separator: ``8,744`` (data sizes, counts);
+- numbers with a multiplier: ``1.04 M``, ``29k``, ``1.5 million``.
+Not checked: other integers (section numbers, years, counts such as "72 hours" or "4 heads",
+list numbering), a decimal that names a section, figure, table, exercise or chapter ("section
+5.4"), version numbers (``2.13.0``, "Python 3.11"), and anything in inline code, code
+blocks, HTML tags, link targets or citations. Math (``$...$``) *is* checked: a formula
+holds few decimals, and those it holds are settings or results the code computes too; the
+few that are exact arithmetic of the text go into the allowlist with their reason.
+
+When does a quoted number match (``matches``)? When it is a correct rounding of a number
+found in the notebook: with ``d`` decimals quoted, ``|found - quoted| <= 0.5 * 10**-d``
+(a quoted ``0.41`` matches a printed ``0.4126`` and ``0.405``, not ``0.42`` or ``0.4``).
+Thousands separators and underscores are ignored, the sign is ignored (prose says "fell by
+0.02" where code prints ``-0.02``), a percentage also matches the fraction (``4.7%`` matches
+``0.047``), a multiplier also matches the whole number (``1.04 M`` matches ``1041280``), a
+number in scientific notation is rounded at its mantissa's last digit, and a round number
+with a thousands separator at its last non-zero digit ("about 30,000" matches ``30,401``).
+
+A number that truly belongs only to the prose (a fact cited from a paper, exact arithmetic
+spelled out in the text) goes into ``ALLOWED`` below with its reason. A measured number that
+is stale is never allowlisted: make a cell print it, or remove it from the prose.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")
+                   if not p.name.startswith("."))  # not the runner's .NN.running copies
+
+# notebook stem -> {quoted text as written: reason}. Only numbers that no run measures.
+ALLOWED: dict[str, dict[str, str]] = {
+    "05_time_series": {
+        "0.042": "3/72, the weight uniform attention gives three of 72 lags: a reference "
+                 "value worked out in the sentence itself, not a measurement",
+    },
+    "06_tabular": {
+        "1,500": "an example value of two columns (square feet), to show that one number "
+                 "means different things in different columns; not a result",
+    },
+    "09_translation": {
+        "70%": "explains what calibration means (says 70%, is right 70% of the time); "
+               "not a result",
+    },
+    "11_mixed_precision": {
+        "65,504": "the largest float16 number, a property of the format (IEEE 754); the "
+                  "notebook prints it only rounded",
+    },
+}
+
+# ----------------------------------------------------------------------- finding numbers
+_SEP_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 1,234 or 1,234.5
+_PLAIN_NUMBER = r"\d+(?:\.\d+)?(?:[eE][-+\u2212]?\d+)?"  # 12, 0.41, 2.5e-3
+_NUMBER = re.compile(
+    r"(?<![\w.,/^])"  # not inside a word, a version, a path or a superscript
+    rf"(?P<num>{_SEP_NUMBER}|{_PLAIN_NUMBER})"
+    r"(?P<unit>\s?%|[x\u00d7](?![\w])(?!\s*\d)"  # 30%, 30 %, 3x, 2.5× (not 72 × 12)
+    r"|\s?(?:[kKMB]|thousand|million|billion)(?![\w])|)"  # 1.04 M, 29k, 1.5 million
+    r"(?![\w]|\.\d)"  # not followed by letters or another .digit (2.13.0)
+)
+# A decimal that names a place in the book: "section 5.4", "Figure 2.1", "exercise 3.2".
+_PLACE = re.compile(r"(?:sections?|§|chapters?|figures?|fig\.|tables?|exercises?|eqs?\.|"
+                    r"equations?|appendix|parts?|lines?|cells?|python|torch|pytorch|"
+                    r"versions?)\s*$", re.IGNORECASE)
+_STRIP = [
+    re.compile(r"```.*?```", re.S),  # fenced code
+    re.compile(r"~~~.*?~~~", re.S),
+    re.compile(r"\{[\w:-]+\}`[^`]*`"),  # MyST roles: {cite}`...`, {doc}`...`
+    re.compile(r"`[^`\n]*`"),  # inline code
+    re.compile(r"<!--.*?-->", re.S),  # HTML comments
+    re.compile(r"<[^>\n]+>"),  # HTML tags (their text stays)
+    re.compile(r"\]\([^)\s]*\)"),  # link targets: [text](url) keeps the text
+    re.compile(r"https?://\S+"),
+]
+_HEADING_NUMBER = re.compile(r"^(#+\s*)[\d.]+", re.M)  # "## 5.4 Three forecasters"
+_LIST_NUMBER = re.compile(r"^(\s*)\d+[.)]\s", re.M)  # "1. item"
+
+
+def prose_text(markdown: str) -> str:
+    """The markdown with code, roles, tags, link targets and heading numbers blanked out.
+
+    Blanked parts are replaced by spaces of the same length, so positions still point into
+    the original text (the report quotes the sentence around a number).
+    """
+    def blank(match: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", match.group())
+
+    text = markdown
+    for pattern in _STRIP:
+        text = pattern.sub(blank, text)
+    text = _HEADING_NUMBER.sub(lambda m: m.group(1) + " " * (len(m.group()) - len(m.group(1))),
+                               text)
+    text = _LIST_NUMBER.sub(lambda m: m.group(1) + " " * (len(m.group()) - len(m.group(1))),
+                            text)
+    return text
+
+
+def quoted_numbers(markdown: str) -> list[tuple[str, int]]:
+    """``(number as written, position)`` for every checked number in a markdown cell."""
+    text = prose_text(markdown)
+    found = []
+    for m in _NUMBER.finditer(text):
+        num, unit = m.group("num"), m.group("unit").strip()
+        checked = bool(unit) or "." in num or "," in num or "e" in num.lower()
+        if not checked:
+            continue
+        if unit == "" and "." in num and _PLACE.search(text[max(0, m.start() - 12):m.start()]):
+            continue
+        found.append((m.group().strip(), m.start()))
+    return found
+
+
+_ANY_NUMBER = re.compile(r"\d[\d,_]*(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?")
+
+
+def numbers_in(text: str) -> set[Decimal]:
+    """Every number in an output or a code source, as an exact decimal (sign dropped)."""
+    values = set()
+    text = text.replace("\u2212", "-")
+    for m in _ANY_NUMBER.finditer(text):
+        raw = m.group().replace(",", "").replace("_", "").rstrip("_")
+        try:
+            values.add(abs(Decimal(raw)))
+        except ArithmeticError:
+            continue
+        if "," in m.group():  # "1,2" in a list or a tuple: the parts count too
+            for part in m.group().split(","):
+                if part:
+                    try:
+                        values.add(abs(Decimal(part.replace("_", ""))))
+                    except ArithmeticError:
+                        pass
+    return values
+
+
+_MULTIPLIERS = {"k": 3, "K": 3, "thousand": 3, "M": 6, "million": 6, "B": 9, "billion": 9}
+
+
+def parse_quoted(quoted: str) -> tuple[Decimal, Decimal, str]:
+    """``(value, half a unit of its last digit, unit)`` of a quoted number.
+
+    ``unit`` is ``"%"``, ``"x"``, a multiplier such as ``"M"`` (the value is then in
+    millions) or ``""``.
+    """
+    match = re.match(r"(.*?\d)\s?(%|[x\u00d7]|[kKMB]|thousand|million|billion)?$", quoted)
+    num, unit = match.group(1), match.group(2) or ""
+    unit = "x" if unit == "\u00d7" else unit
+    num = num.replace(",", "").replace("\u2212", "-")
+    mantissa, _, exponent = num.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    scale = int(exponent) if exponent else 0
+    if "," in quoted and "." not in mantissa:  # "about 30,000": rounded to its last non-zero
+        decimals = -(len(mantissa) - len(mantissa.rstrip("0")))
+    half = Decimal(5) * Decimal(10) ** (scale - decimals - 1)
+    return abs(Decimal(num)), half, unit
+
+
+def matches(quoted: str, found: set[Decimal]) -> bool:
+    """True when some number in `found` rounds to `quoted` at its precision."""
+    value, half, unit = parse_quoted(quoted)
+    scales = [Decimal(1)]  # 4.7% also matches 0.047, 1.04 M also matches 1041280
+    if unit == "%":
+        scales.append(Decimal("0.01"))
+    elif unit in _MULTIPLIERS:
+        scales.append(Decimal(10) ** _MULTIPLIERS[unit])
+    return any(abs(number - value * scale) <= half * scale
+               for number in found for scale in scales)
+
+
+# ----------------------------------------------------------------------- reading a notebook
+def notebook_numbers(nb: dict) -> set[Decimal]:
+    """Every number printed by a code cell or written in a code cell's source."""
+    found: set[Decimal] = set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        found |= numbers_in(_text(cell["source"]))
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                if out.get("name") == "stdout":  # stderr holds progress bars, not results
+                    found |= numbers_in(_text(out.get("text", "")))
+            elif out.get("output_type") in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                for mime in ("text/plain", "text/markdown"):
+                    if mime in data:
+                        found |= numbers_in(_text(data[mime]))
+                if "text/html" in data:
+                    found |= numbers_in(html.unescape(re.sub(r"<[^>]+>", " ",
+                                                             _text(data["text/html"]))))
+    return found
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _sentence(markdown: str, position: int) -> str:
+    start = max(markdown.rfind(". ", 0, position), markdown.rfind("\n\n", 0, position)) + 1
+    end = min((i for i in (markdown.find(". ", position), markdown.find("\n\n", position))
+               if i >= 0), default=len(markdown))
+    return " ".join(markdown[start:end + 1].split())
+
+
+_SECTION_HEADING = re.compile(r"^#+\s*(\d+(?:\.\d+)+)\.?\s", re.M)
+
+
+def section_numbers(nb: dict) -> set[str]:
+    """The numbers of the notebook's own section headings ("## 5.7 What ..." gives "5.7").
+
+    The prose refers to its sections by number alone ("the table of 5.7"), so a quoted
+    number that is one of them is read as a reference, not as a result.
+    """
+    return {m.group(1) for cell in nb["cells"] if cell["cell_type"] == "markdown"
+            for m in _SECTION_HEADING.finditer(_text(cell["source"]))}
+
+
+def violations(nb: dict, allowed: dict[str, str] | None = None) -> list[dict]:
+    """Quoted numbers that match nothing in the notebook and are not allowlisted."""
+    allowed = allowed or {}
+    found = notebook_numbers(nb)
+    sections = section_numbers(nb)
+    out = []
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        source = _text(cell["source"])
+        for quoted, position in quoted_numbers(source):
+            if quoted in allowed or quoted in sections or matches(quoted, found):
+                continue
+            out.append({"cell": index, "number": quoted,
+                        "sentence": _sentence(source, position)})
+    return out
+
+
+# ----------------------------------------------------------------------- the tests
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_quoted_number_is_printed(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    bad = violations(nb, ALLOWED.get(path.stem, {}))
+    assert not bad, (
+        f"{path.name}: {len(bad)} number(s) in the prose appear in no output and no code "
+        "cell of the notebook (stale after a re-run, or never printed). Make a cell print "
+        "them, or, for a number no run measures (a paper's result), add it to ALLOWED in "
+        "tests/test_prose_numbers.py with its reason:\n"
+        + "\n".join(f"  cell {v['cell']}: {v['number']!r} in: {v['sentence']}" for v in bad))
+
+
+def test_allowlist_entries_are_still_used():
+    """An allowlisted number that the prose no longer quotes is removed from ALLOWED."""
+    stale = []
+    for stem, entries in ALLOWED.items():
+        path = ROOT / "notebooks" / f"{stem}.ipynb"
+        assert path.is_file(), f"ALLOWED names {stem}, which is not a notebook"
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        quoted = {q for cell in nb["cells"] if cell["cell_type"] == "markdown"
+                  for q, _ in quoted_numbers(_text(cell["source"]))}
+        stale += [f"{stem}: {q!r}" for q in entries if q not in quoted]
+        assert all(reason.strip() for reason in entries.values()), f"{stem}: give a reason"
+    assert not stale, f"allowlisted but no longer in the prose: {stale}"
+
+
+def _notebook(markdown: str, *, stdout: str = "", source: str = "", html_out: str = "",
+              stderr: str = "") -> dict:
+    """A minimal notebook: one code cell with the given outputs, one markdown cell."""
+    outputs = []
+    if stdout:
+        outputs.append({"output_type": "stream", "name": "stdout", "text": stdout})
+    if stderr:
+        outputs.append({"output_type": "stream", "name": "stderr", "text": stderr})
+    if html_out:
+        outputs.append({"output_type": "display_data", "metadata": {},
+                        "data": {"text/html": html_out, "text/plain": "<table>"}})
+    return {"cells": [
+        {"cell_type": "code", "source": source, "outputs": outputs, "metadata": {},
+         "execution_count": 1},
+        {"cell_type": "markdown", "source": markdown, "metadata": {}},
+    ]}
+
+
+def test_stale_number_is_caught_and_rounded_one_accepted():
+    printed = "test MAE: 0.4126 (ridge 0.8386)\n"
+    assert violations(_notebook("The model reaches 0.41, ridge 0.84.", stdout=printed)) == []
+    stale = violations(_notebook("The model reaches 0.43, ridge 0.84.", stdout=printed))
+    assert [(v["cell"], v["number"]) for v in stale] == [(1, "0.43")]
+    assert "reaches 0.43" in stale[0]["sentence"]
+    # More decimals than printed is not a rounding of the printed number.
+    assert [v["number"] for v in violations(_notebook("MAE 0.413.", stdout="MAE 0.41"))] == \
+        ["0.413"]
+    # Rounding is to the quoted precision, both ways of a tie accepted.
+    assert violations(_notebook("about 0.4 and 0.42", stdout="0.405 0.4151")) == []
+    assert [v["number"] for v in violations(_notebook("about 0.4", stdout="0.46"))] == ["0.4"]
+
+
+@pytest.mark.parametrize("quoted, printed, ok", [
+    ("1,234.5", "1234.46", True),
+    ("8,744 windows", "n=8744", True),
+    ("8,744 windows", "n=8745", False),
+    ("4.7%", "share 0.0471", True),  # a percentage matches the fraction
+    ("4.7%", "share 4.66%", True),
+    ("4.7 %", "share 0.049", False),
+    ("3x faster", "speed-up 2.96", True),
+    ("2.5\u00d7 faster", "speed-up 2.46", True),
+    ("3x faster", "speed-up 3.6", False),
+    ("a gap of \u22120.02", "gap -0.0213", True),  # the sign is not compared
+    ("1.04 M parameters", "params 1041280", True),
+    ("1.04 M parameters", "params 1.04", True),
+    ("1.04 M parameters", "params 1051280", False),
+    ("about 30,000 parameters", "30,401", True),
+    ("29k sentences", "29000", True),
+    ("lr 2e-3", "", True),  # found in the source below
+    ("lr 3e-3", "", False),
+])
+def test_matching_rules(quoted, printed, ok):
+    nb = _notebook(f"We see {quoted} here.", stdout=printed, source="lr = 2e-3\n")
+    assert (violations(nb) == []) is ok
+
+
+def test_where_numbers_are_found():
+    table = "<table><tr><td>0.7918</td><td>1,068.6</td></tr></table>"
+    assert violations(_notebook("0.792 and 1,069 and 1,068.6", html_out=table)) == []
+    assert violations(_notebook("dropout 0.1 and lr 0.002", source="dropout=0.1, lr=2e-3")) \
+        == []
+    # Progress bars on stderr are not results.
+    assert [v["number"] for v in violations(_notebook("7.5 it/s", stderr="7.5it/s"))] == ["7.5"]
+
+
+@pytest.mark.parametrize("text", [
+    "## 5.4 Three forecasters",
+    "as in section 5.4 and sections 2.1",
+    "1. first\n2. second",
+    "Beijing from 2010 to 2014, 72 hours, 4 heads",
+    "built with torch 2.13.0 on Python 3.11",
+    "see `lr = 0.001` and {cite}`vaswani2017attention`",
+    "[the docs](https://example.org/v2.0/page.html)",
+    "float32 and bf16, GPT-2, d_k, W_2",
+])
+def test_ignored_numbers(text):
+    assert quoted_numbers(text) == []
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("MAE 0.792 \u00b0C against 0.795", ["0.792", "0.795"]),
+    ("missing for 4.7% of the hours, 30 % of rows", ["4.7%", "30 %"]),
+    ("about 3x faster, 2.5\u00d7 slower", ["3x", "2.5\u00d7"]),
+    ("8,744 windows of 26,232", ["8,744", "26,232"]),
+    ("the floor $8/9 \\approx 0.889$", ["0.889"]),
+    ("rates 1e-3 and 2e-3", ["1e-3", "2e-3"]),
+    ("1.04 M parameters, 29k pairs", ["1.04 M", "29k"]),
+])
+def test_checked_numbers(text, expected):
+    assert [q for q, _ in quoted_numbers(text)] == expected
