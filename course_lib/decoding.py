@@ -10,9 +10,11 @@ GPT of chapter 7 and the translation model of chapter 9 share these functions.
 
 - ``greedy_decode``  take the most likely token, every step
 - ``beam_search``    keep the ``beam_size`` best partial sequences (GNMT length penalty)
+- ``beam_search_pool``  the same search with live beams and a separate pool of finished ones
 - ``sample``         draw from softmax(logits / temperature), optionally cut to top-k / top-p
 - ``top_k_filter``, ``top_p_filter``  the two cuts, on their own
 - ``BanTokens``      wrap a step function so that some tokens are never chosen
+- ``distinct_n``, ``repetition_rate``  how varied generated text is
 
 Conventions: a row that has produced ``eos_id`` is finished; from then on it is padded with
 ``pad_id`` (``eos_id`` when ``pad_id`` is None) and the model's choice is ignored. Decoding
@@ -227,8 +229,10 @@ def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_t
     ``log P(Y) / ((5 + |Y|) / 6) ** length_penalty``; the returned ``scores`` are these
     ranked values. All beams of all inputs go through ``step_fn`` as one batch of
     ``B * beam_size`` rows (batch-major). A finished hypothesis stays in its beam, keeps its
-    score and is padded with ``pad_id`` (``eos_id`` when None); the search stops when every
-    beam has finished or after ``max_new_tokens`` steps.
+    score and is padded with ``pad_id`` (``eos_id`` when None); it keeps competing for the
+    ``beam_size`` places, so ``beam_size`` better-ranked live extensions push it out
+    (``beam_search_pool`` keeps finished hypotheses apart instead). The search stops when
+    every beam has finished or after ``max_new_tokens`` steps.
     """
     _check_prefix(prefix)
     _check_int("beam_size", beam_size, 1)
@@ -281,3 +285,129 @@ def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_t
     best_score, best_beam = rank.max(dim=-1)  # [B]
     rows = best_beam + torch.arange(B, device=device) * K
     return tokens[rows], best_score
+
+
+@torch.no_grad()
+def beam_search_pool(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_tokens: int,
+                     eos_id: int | None = None, length_penalty: float = 0.6,
+                     pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Beam search in its common form: ``beam_size`` live beams plus a pool of finished ones.
+
+    Same interface, ranking (``log P(Y) / ((5 + |Y|) / 6) ** length_penalty``) and output as
+    ``beam_search``; only the handling of finished hypotheses differs. At every step the
+    ``2 * beam_size`` best extensions of each input are read best first: one that ends with
+    ``eos_id`` goes to the input's pool of finished hypotheses (if it ranks among the first
+    ``beam_size``; the pool keeps the best ``beam_size``), the others fill the live beams. So
+    ``beam_size`` hypotheses are always extended, and a finished hypothesis leaves the pool
+    only for a better finished one. An input is done once its pool is full and no live beam
+    scores above the worst pooled one at its current length (exact for length_penalty = 0, a
+    heuristic above 0). After ``max_new_tokens`` steps the live beams join the pool; the best
+    pooled hypothesis is returned, padded with ``pad_id`` (``eos_id`` when None).
+    """
+    _check_prefix(prefix)
+    _check_int("beam_size", beam_size, 1)
+    _check_int("max_new_tokens", max_new_tokens, 0)
+    _check_token_id("eos_id", eos_id)
+    _check_token_id("pad_id", pad_id)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or not math.isfinite(length_penalty):
+        raise ValueError(
+            f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}"
+        )
+    pad = eos_id if pad_id is None else pad_id
+    pad = 0 if pad is None else pad  # no eos: nothing finishes, the filler is never returned
+    B, K, L0, device = prefix.shape[0], beam_size, prefix.shape[1], prefix.device
+    tokens = prefix.repeat_interleave(K, dim=0)  # [B*K, L0], batch-major
+    logp = torch.full((B, K), float("-inf"), device=device)
+    logp[:, 0] = 0.0  # only beam 0 is alive at the start
+    logp = logp.view(-1)  # [B*K]
+    pools = [[] for _ in range(B)]  # per input: (score, generated ids) of finished hypotheses
+    done = [False] * B
+    reorder = getattr(step_fn, "reorder", None)
+
+    for t in range(1, max_new_tokens + 1):  # t: generated tokens after this step
+        if all(done):
+            break
+        step_logp = torch.log_softmax(_logits(step_fn, tokens), dim=-1)  # [B*K, V]
+        V = step_logp.shape[-1]
+        cand = (logp[:, None] + step_logp).view(B, K * V)
+        top_logp, top_index = cand.topk(min(2 * K, K * V), dim=-1)  # [B, 2K], best first
+        lp = length_penalty_gnmt(t, length_penalty)  # every live beam has length t
+        rows = torch.arange(B * K, device=device).view(B, K)  # done inputs keep their rows
+        next_tok = torch.full((B, K), pad, dtype=torch.long, device=device)
+        next_logp = torch.full((B, K), float("-inf"), device=device)
+        for b, (values, index) in enumerate(zip(top_logp.tolist(), top_index.tolist())):
+            if done[b]:
+                continue
+            n_live = 0
+            for rank, (value, i) in enumerate(zip(values, index)):
+                if value == float("-inf") or n_live == K:
+                    break
+                row, token = b * K + i // V, i % V
+                if token == eos_id:
+                    if rank < K:  # an ending that ranks below the k best is not kept
+                        ids = tokens[row, L0:].tolist() + [token]
+                        pools[b] = sorted(pools[b] + [(value / lp, ids)], key=lambda h: -h[0])[:K]
+                    continue
+                rows[b, n_live], next_tok[b, n_live], next_logp[b, n_live] = row, token, value
+                n_live += 1
+            best_live = next_logp[b, 0].item() / lp
+            done[b] = n_live == 0 or (len(pools[b]) == K and best_live <= pools[b][-1][0])
+        beam = rows.view(-1)  # the row each new beam extends, [B*K]
+        logp = next_logp.view(-1)
+        tokens = torch.cat([tokens[beam], next_tok.view(-1, 1)], dim=1)
+        if reorder is not None:
+            reorder(beam)
+
+    length = tokens.shape[1] - L0
+    best = []
+    for b in range(B):
+        hyps = list(pools[b])
+        if not done[b]:  # out of steps: the live beams compete with the finished ones
+            for r in range(b * K, (b + 1) * K):
+                if logp[r] > float("-inf"):
+                    score = logp[r].item() / length_penalty_gnmt(length, length_penalty)
+                    hyps.append((score, tokens[r, L0:].tolist()))
+        best.append(max(hyps, key=lambda h: h[0]))
+    width = max(len(ids) for _, ids in best)
+    out = torch.full((B, L0 + width), pad, dtype=torch.long, device=device)
+    out[:, :L0] = prefix
+    for b, (_, ids) in enumerate(best):
+        out[b, L0:L0 + len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
+    scores = torch.tensor([s for s, _ in best], device=device)
+    return out, scores
+
+
+# --------------------------------------------------------------------------- text metrics
+def _ngrams(seq, n: int) -> list[tuple]:
+    seq = seq.tolist() if hasattr(seq, "tolist") else list(seq)  # tensor, array or list
+    return [tuple(seq[i:i + n]) for i in range(len(seq) - n + 1)]
+
+
+def distinct_n(sequences, n: int) -> float:
+    """Distinct-n of a set of texts: different n-grams / all n-grams, pooled over the texts.
+
+    ``sequences``: token lists (or 1-D tensors or arrays). 1.0 means no n-gram occurs twice
+    anywhere. The value falls as the sample grows (more chances to repeat), so compare
+    strategies on samples of the same number of tokens.
+    """
+    _check_int("n", n, 1)
+    grams = [g for seq in sequences for g in _ngrams(seq, n)]
+    if not grams:
+        raise ValueError(f"distinct_n needs at least one text of {n} or more tokens")
+    return len(set(grams)) / len(grams)
+
+
+def repetition_rate(sequence, n: int = 3) -> float:
+    """Share of one text's n-grams that repeat an n-gram seen earlier in the same text.
+
+    0.0: no n-gram repeats; a text stuck in a loop approaches 1.0. Equals
+    ``1 - distinct_n([sequence], n)``.
+    """
+    _check_int("n", n, 1)
+    grams = _ngrams(sequence, n)
+    if not grams:
+        raise ValueError(
+            f"repetition_rate needs a text of at least {n} tokens, got {len(sequence)}"
+        )
+    return 1.0 - len(set(grams)) / len(grams)

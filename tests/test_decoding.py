@@ -8,8 +8,11 @@ import torch
 
 from course_lib.decoding import (
     beam_search,
+    beam_search_pool,
+    distinct_n,
     greedy_decode,
     length_penalty_gnmt,
+    repetition_rate,
     sample,
     top_k_filter,
     top_p_filter,
@@ -366,3 +369,129 @@ def test_ban_tokens_never_chosen_and_passes_reorder():
 
     assert hasattr(BanTokens(Cached(), [0]), "reorder")
     assert not hasattr(banned, "reorder")
+
+
+# --------------------------------------------------------------------------- finished pool
+def table_lm(table, vocab):
+    """A step function from {generated tokens (tuple): {next token: probability}}; the rows
+    start with one prefix token; a context not in the table ends (token 0) for sure."""
+
+    def step_fn(tokens):
+        rows = []
+        for row in tokens.tolist():
+            p = torch.full((vocab,), 1e-9)
+            for token, q in table.get(tuple(row[1:]), {0: 1.0}).items():
+                p[token] = q
+            rows.append(p.log())
+        return torch.stack(rows)
+
+    return step_fn
+
+
+# eos 0, <s> 1, the 2, great 3, movie 4, film 5, plot 6, was 7, is 8, bad 9
+TRAP = {(): {2: 0.8, 3: 0.2}, (3,): {0: 1.0}, (2,): {4: 0.75, 5: 0.2, 6: 0.05},
+        (2, 4): {7: 0.55, 8: 0.45}, (2, 4, 7): {3: 0.55, 9: 0.45}, (2, 4, 8): {3: 0.6, 9: 0.4}}
+
+
+def test_in_beam_search_can_lose_a_finished_hypothesis_the_pool_keeps():
+    # "great </s>" (P = 0.2) finishes at step 2 inside the beam; at step 3 the two children of
+    # "the movie" (0.33 and 0.27) push it out, and they end lower: "the movie was great </s>"
+    step_fn, prefix = table_lm(TRAP, 10), torch.tensor([[1]])
+    in_beam, s_in = beam_search(step_fn, prefix, beam_size=2, max_new_tokens=6, eos_id=0,
+                                length_penalty=0.0)
+    pooled, s_pool = beam_search_pool(step_fn, prefix, beam_size=2, max_new_tokens=6, eos_id=0,
+                                      length_penalty=0.0)
+    assert in_beam[0, 1:].tolist() == [2, 4, 7, 3, 0]
+    assert s_in.item() == pytest.approx(math.log(0.8 * 0.75 * 0.55 * 0.55), abs=1e-5)
+    assert pooled[0, 1:3].tolist() == [3, 0] and (pooled[0, 3:] == 0).all()
+    assert s_pool.item() == pytest.approx(math.log(0.2), abs=1e-5)
+
+
+def test_pool_without_eos_equals_beam_search():
+    for seed in range(4):
+        step_fn = make_lm(seed=seed)
+        prefix = torch.randint(1, V, (3, 2))
+        for alpha in (0.0, 0.6):
+            a, sa = beam_search(step_fn, prefix, 3, 7, length_penalty=alpha)
+            b, sb = beam_search_pool(step_fn, prefix, 3, 7, length_penalty=alpha)
+            assert torch.equal(a, b) and torch.allclose(sa, sb, atol=1e-5)
+
+
+def test_pool_with_a_wide_beam_finds_the_best_finished_or_full_length_sequence():
+    vocab, steps = 4, 4
+    step_fn = make_lm(vocab=vocab, seed=3)
+    candidates = set()
+    for seq in itertools.product(range(vocab), repeat=steps):
+        candidates.add(seq[: seq.index(0) + 1] if 0 in seq else seq)  # ends at eos (0)
+    best = max((seq_logprob(step_fn, torch.tensor([1, *seq]), 1, eos_id=0)[0], seq)
+               for seq in candidates)
+    tokens, score = beam_search_pool(step_fn, torch.tensor([[1]]), beam_size=vocab ** steps,
+                                     max_new_tokens=steps, eos_id=0, length_penalty=0.0)
+    assert tokens[0, 1:1 + len(best[1])].tolist() == list(best[1])
+    assert score.item() == pytest.approx(best[0], abs=1e-5)
+
+
+def test_pool_score_is_length_penalised_logprob_and_batch_equals_one_by_one():
+    step_fn = make_lm(seed=1)
+    prefix = torch.randint(1, V, (4, 2))
+    for alpha in (0.0, 0.6, 1.0):
+        tokens, scores = beam_search_pool(step_fn, prefix, beam_size=3, max_new_tokens=8,
+                                          eos_id=0, length_penalty=alpha)
+        for i, (row, score) in enumerate(zip(tokens, scores, strict=True)):
+            logp, length = seq_logprob(step_fn, row, 2, eos_id=0)
+            assert score.item() == pytest.approx(logp / length_penalty_gnmt(length, alpha),
+                                                 abs=1e-4)
+            alone, s_alone = beam_search_pool(step_fn, prefix[i:i + 1], beam_size=3,
+                                              max_new_tokens=8, eos_id=0, length_penalty=alpha)
+            assert s_alone.item() == pytest.approx(score.item(), abs=1e-5)
+            assert torch.equal(alone[0], row[:alone.shape[1]]) and (row[alone.shape[1]:] == 0).all()
+
+
+def test_pool_calls_reorder_and_pads_with_pad_id():
+    calls = []
+    step_fn = make_lm(seed=4)
+
+    class Cached:
+        def __call__(self, tokens):
+            return step_fn(tokens)
+
+        def reorder(self, index):
+            calls.append(index.clone())
+
+    tokens, _ = beam_search_pool(Cached(), torch.tensor([[1], [2]]), beam_size=3,
+                                 max_new_tokens=5, eos_id=0, pad_id=6)
+    assert calls and all(index.shape == (6,) for index in calls)
+    assert all((index[:3] < 3).all() and (index[3:] >= 3).all() for index in calls)
+    for row in tokens:
+        gen = row[1:].tolist()
+        if 0 in gen:
+            assert all(t == 6 for t in gen[gen.index(0) + 1:])
+
+
+def test_pool_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search_pool(make_lm(), torch.tensor([[1]]), beam_size=0, max_new_tokens=3)
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_search_pool(make_lm(), torch.tensor([[1]]), 2, 3, length_penalty=float("inf"))
+
+
+# --------------------------------------------------------------------------- text metrics
+def test_distinct_n_hand_example():
+    texts = [[1, 2, 3, 1, 2], [1, 2, 4]]
+    # unigrams: 8, different {1, 2, 3, 4}; bigrams: (1,2) x3, (2,3), (3,1), (2,4): 4 of 6
+    assert distinct_n(texts, 1) == pytest.approx(4 / 8)
+    assert distinct_n(texts, 2) == pytest.approx(4 / 6)
+    assert distinct_n([torch.tensor([5, 6, 7])], 2) == 1.0
+    with pytest.raises(ValueError, match="at least one text"):
+        distinct_n([[1]], 2)
+    with pytest.raises(ValueError, match="n must be"):
+        distinct_n(texts, 0)
+
+
+def test_repetition_rate_hand_example():
+    assert repetition_rate([1, 2, 3, 4, 5], 3) == 0.0
+    loop = [7, 8, 9] * 4  # 10 trigrams, 3 different
+    assert repetition_rate(loop, 3) == pytest.approx(7 / 10)
+    assert repetition_rate(loop, 3) == pytest.approx(1 - distinct_n([loop], 3))
+    with pytest.raises(ValueError, match="at least 3 tokens"):
+        repetition_rate([1, 2], 3)
