@@ -217,6 +217,20 @@ def length_penalty_gnmt(length: torch.Tensor | int, alpha: float) -> torch.Tenso
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def _check_beam_args(prefix, beam_size, max_new_tokens, eos_id, pad_id, length_penalty):
+    """The argument checks shared by ``beam_search`` and ``beam_search_pool``."""
+    _check_prefix(prefix)
+    _check_int("beam_size", beam_size, 1)
+    _check_int("max_new_tokens", max_new_tokens, 0)
+    _check_token_id("eos_id", eos_id)
+    _check_token_id("pad_id", pad_id)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or not math.isfinite(length_penalty):
+        raise ValueError(
+            f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}"
+        )
+
+
 @torch.no_grad()
 def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_tokens: int,
                 eos_id: int | None = None, length_penalty: float = 0.6,
@@ -234,16 +248,7 @@ def beam_search(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_new_t
     (``beam_search_pool`` keeps finished hypotheses apart instead). The search stops when
     every beam has finished or after ``max_new_tokens`` steps.
     """
-    _check_prefix(prefix)
-    _check_int("beam_size", beam_size, 1)
-    _check_int("max_new_tokens", max_new_tokens, 0)
-    _check_token_id("eos_id", eos_id)
-    _check_token_id("pad_id", pad_id)
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
-            or not math.isfinite(length_penalty):
-        raise ValueError(
-            f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}"
-        )
+    _check_beam_args(prefix, beam_size, max_new_tokens, eos_id, pad_id, length_penalty)
     pad = eos_id if pad_id is None else pad_id
     B, K, device = prefix.shape[0], beam_size, prefix.device
     tokens = prefix.repeat_interleave(K, dim=0)  # [B*K, L0], batch-major
@@ -304,16 +309,7 @@ def beam_search_pool(step_fn: StepFn, prefix: torch.Tensor, beam_size: int, max_
     heuristic above 0). After ``max_new_tokens`` steps the live beams join the pool; the best
     pooled hypothesis is returned, padded with ``pad_id`` (``eos_id`` when None).
     """
-    _check_prefix(prefix)
-    _check_int("beam_size", beam_size, 1)
-    _check_int("max_new_tokens", max_new_tokens, 0)
-    _check_token_id("eos_id", eos_id)
-    _check_token_id("pad_id", pad_id)
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
-            or not math.isfinite(length_penalty):
-        raise ValueError(
-            f"length_penalty must be a finite number (GNMT's alpha), got {length_penalty!r}"
-        )
+    _check_beam_args(prefix, beam_size, max_new_tokens, eos_id, pad_id, length_penalty)
     pad = eos_id if pad_id is None else pad_id
     pad = 0 if pad is None else pad  # no eos: nothing finishes, the filler is never returned
     B, K, L0, device = prefix.shape[0], beam_size, prefix.shape[1], prefix.device

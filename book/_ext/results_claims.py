@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 from docutils import nodes
 from docutils.parsers.rst import directives
-from results_table import fmt  # one number format for the whole page
+from results_table import fmt, table_row  # one number format and row builder for the page
 from sphinx import addnodes
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
@@ -415,12 +415,12 @@ class ResultsClaims(SphinxDirective):
             group += nodes.colspec(colwidth=width)
         head = nodes.thead()
         group += head
-        head += self._row([nodes.paragraph(text=name) for name, _ in columns])
+        head += table_row([nodes.paragraph(text=name) for name, _ in columns])
         body = nodes.tbody()
         group += body
         for row in rows:
             arrow = "lower is better" if row.better == "lower" else "higher is better"
-            body += self._row([
+            body += table_row([
                 _chapter_ref(self.env, self.env.docname, row.notebook),
                 _lines(row.claim, [nodes.emphasis(text=f"{row.metric}, {arrow}")]),
                 self._side_cell(row.ours),
@@ -435,14 +435,6 @@ class ResultsClaims(SphinxDirective):
         return _lines(side.label, [nodes.strong(text=side_value(side))],
                       *([detail] if detail else []))
 
-    @staticmethod
-    def _row(cells: list[nodes.Node]) -> nodes.row:
-        row = nodes.row()
-        for content in cells:
-            entry = nodes.entry()
-            entry += content
-            row += entry
-        return row
 
     @staticmethod
     def _figure(rows: list[Row]) -> nodes.figure:

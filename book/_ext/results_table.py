@@ -106,11 +106,11 @@ class ResultsTable(SphinxDirective):
             group += nodes.colspec(colwidth=width)
         head = nodes.thead()
         group += head
-        head += self._row([nodes.paragraph(text=c) for c in COLUMNS])
+        head += table_row([nodes.paragraph(text=c) for c in COLUMNS])
         body = nodes.tbody()
         group += body
         for card in cards:
-            body += self._row([
+            body += table_row([
                 self._chapter(card),
                 self._run_info(card),
                 self._pairs(card.get("params", {})),
@@ -118,14 +118,6 @@ class ResultsTable(SphinxDirective):
             ])
         return table
 
-    @staticmethod
-    def _row(cells: list[nodes.Node]) -> nodes.row:
-        row = nodes.row()
-        for content in cells:
-            entry = nodes.entry()
-            entry += content
-            row += entry
-        return row
 
     def _chapter(self, card: dict) -> nodes.Node:
         stem = str(card["notebook"])
@@ -166,6 +158,16 @@ class ResultsTable(SphinxDirective):
             line += nodes.strong(text=fmt(value))
             block += line
         return block
+
+
+def table_row(cells: list[nodes.Node]) -> nodes.row:
+    """One table row, one entry per node (both tables of the results page use it)."""
+    row = nodes.row()
+    for content in cells:
+        entry = nodes.entry()
+        entry += content
+        row += entry
+    return row
 
 
 def setup(app):
