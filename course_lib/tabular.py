@@ -9,10 +9,11 @@ neighbourhood) and unordered. So instead of one shared embedding for every token
 - a learned feature-identity vector ``e_j`` is added to every token, and a learned [CLS]
   token is put in front; the prediction is read from the [CLS] output.
 
-``TablePreprocessor`` is fitted on the training rows only and gives the three views of a
-table that the models of the tabular chapter share: standardized numeric columns,
-integer category codes (for embedding tables and trees) and one-hot columns (for linear
-models and MLPs).
+``TablePreprocessor`` (scikit-learn's ``ColumnTransformer``, ``SimpleImputer``,
+``StandardScaler`` and ``OrdinalEncoder`` underneath) is fitted on the training rows only
+and gives the three views of a table that the models of the tabular chapter share:
+standardized numeric columns, integer category codes (for embedding tables and trees) and
+one-hot columns (for linear models and MLPs).
 
     prep = TablePreprocessor(numeric=[...], categorical=[...]).fit(train_df)
     x_num, x_cat = prep.numeric(df), prep.codes(df)          # [N, n_num], [N, n_cat]
@@ -28,6 +29,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import torch
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder, StandardScaler
 from torch import nn
 
 from .blocks import EncoderBlock
@@ -38,17 +43,35 @@ __all__ = ["TablePreprocessor", "FeatureTokenizer", "TabularTransformer", "MLPRe
 
 
 # --------------------------------------------------------------------------- preprocessing
+def _log1p_where(x: np.ndarray, mask: Sequence[bool]) -> np.ndarray:
+    """``log(1 + x)`` on the columns where ``mask`` is True (negatives clipped to 0 first)."""
+    x = np.array(x, dtype=float)  # a copy: the caller's array is left alone
+    x[:, mask] = np.log1p(np.clip(x[:, mask], 0, None))
+    return x
+
+
+def _category_strings(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every category as a string, a missing value as the category ``"(missing)"``."""
+    return frame.astype(object).where(frame.notna(), TablePreprocessor.MISSING).astype(str)
+
+
 class TablePreprocessor:
     """Fit on the training rows only; then turn any rows into numbers the models can read.
 
-    - numeric columns: missing values -> the training median; columns named in ``log1p``
-      -> ``log(1 + x)`` (for heavy-tailed areas); then standardized with the training mean
-      and standard deviation (a constant column is only centred).
-    - categorical columns: every category seen at least ``min_frequency`` times in the
-      training rows gets a code 1..k (sorted by name); code 0 means "rare or never seen in
-      training". A missing value is its own category, ``"(missing)"``.
-      ``codes(df)`` returns these codes, ``onehot(df)`` one 0/1 column per code 1..k (a rare
-      or unseen category is then all zeros).
+    A thin layer over scikit-learn: ``fit`` fits one ``ColumnTransformer`` (kept as
+    ``transformer_``) with two branches,
+
+    - numeric columns: ``SimpleImputer(strategy="median")`` (a missing value becomes the
+      training median), ``log(1 + x)`` on the columns named in ``log1p`` (heavy-tailed
+      areas), then ``StandardScaler`` (training mean and standard deviation; a constant
+      column is only centred);
+    - categorical columns: a missing value becomes the category ``"(missing)"``, then
+      ``OrdinalEncoder(min_frequency=..., handle_unknown="use_encoded_value")``.
+
+    The codes are shifted so that every category seen at least ``min_frequency`` times in
+    the training rows gets a code 1..k (sorted by name) and code 0 means "rare or never
+    seen in training". ``codes(df)`` returns these codes, ``onehot(df)`` one 0/1 column per
+    code 1..k (a rare or unseen category is then all zeros).
     """
 
     MISSING = "(missing)"
@@ -60,10 +83,13 @@ class TablePreprocessor:
         if set(self.numeric_columns) & set(self.categorical_columns):
             both = sorted(set(self.numeric_columns) & set(self.categorical_columns))
             raise ValueError(f"columns cannot be both numeric and categorical: {both}")
+        if not self.numeric_columns + self.categorical_columns:
+            raise ValueError("name at least one numeric or categorical column")
         unknown = sorted(set(log1p) - set(self.numeric_columns))
         if unknown:
             raise ValueError(f"log1p names columns that are not numeric: {unknown}")
-        if not isinstance(min_frequency, int) or min_frequency < 1:
+        if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) \
+                or min_frequency < 1:
             raise ValueError(f"min_frequency must be a positive int, got {min_frequency!r}")
         self.min_frequency = min_frequency
         self.log1p_columns = list(log1p)
@@ -72,32 +98,46 @@ class TablePreprocessor:
     # -- fitting
     def fit(self, df: pd.DataFrame) -> TablePreprocessor:
         self._check_columns(df)
-        num = self._numeric_raw(df, fitting=True)
-        self.mean_ = num.mean(axis=0)
-        std = num.std(axis=0)
-        self.std_ = np.where(std > 0, std, 1.0)
+        for col in self.log1p_columns:
+            if (df[col] < 0).any():
+                raise ValueError(f"log1p column {col!r} has negative values")
+        log_mask = [c in self.log1p_columns for c in self.numeric_columns]
+        numeric = make_pipeline(
+            SimpleImputer(strategy="median", keep_empty_features=True),  # all-NaN column -> 0
+            FunctionTransformer(_log1p_where, kw_args={"mask": log_mask}),
+            StandardScaler(),
+        )
+        categorical = make_pipeline(
+            FunctionTransformer(_category_strings),
+            OrdinalEncoder(min_frequency=self.min_frequency, handle_unknown="use_encoded_value",
+                           unknown_value=-1),
+        )
+        self.transformer_ = ColumnTransformer(
+            [("numeric", numeric, self.numeric_columns),
+             ("categorical", categorical, self.categorical_columns)],
+            sparse_threshold=0.0,
+        ).fit(df)
         self.categories_: dict[str, list[str]] = {}
-        for col in self.categorical_columns:
-            counts = self._as_str(df[col]).value_counts()
-            self.categories_[col] = sorted(counts.index[counts >= self.min_frequency])
+        if self.categorical_columns:
+            encoder = self.transformer_.named_transformers_["categorical"][-1]
+            rare = encoder.infrequent_categories_
+            for col, seen, rare_j in zip(self.categorical_columns, encoder.categories_, rare):
+                rare_j = set() if rare_j is None else set(rare_j)
+                self.categories_[col] = [str(c) for c in seen if c not in rare_j]  # sorted
         self.fitted = True
         return self
 
     # -- the three views
     def numeric(self, df: pd.DataFrame) -> np.ndarray:
         """Standardized numeric columns, float32 ``[N, n_numeric]``."""
-        self._check_fitted(df)
-        return ((self._numeric_raw(df) - self.mean_) / self.std_).astype(np.float32)
+        return self._transform(df)[:, : self.n_numeric].astype(np.float32)
 
     def codes(self, df: pd.DataFrame) -> np.ndarray:
         """Category codes, int64 ``[N, n_categorical]``; 0 = rare or unseen."""
-        self._check_fitted(df)
-        out = np.zeros((len(df), len(self.categorical_columns)), dtype=np.int64)
-        for j, col in enumerate(self.categorical_columns):
-            index = pd.Index(self.categories_[col])
-            # get_indexer gives -1 to a value not in the list (rare or unseen): code 0
-            out[:, j] = index.get_indexer(self._as_str(df[col])) + 1
-        return out
+        encoded = self._transform(df)[:, self.n_numeric :].astype(np.int64)  # [N, n_cat]
+        # OrdinalEncoder: known 0..k-1, all rare ones k, unseen -1. Ours: known 1..k, else 0.
+        known = np.array([len(self.categories_[c]) for c in self.categorical_columns])
+        return np.where(encoded < known, encoded + 1, 0)
 
     def onehot(self, df: pd.DataFrame) -> np.ndarray:
         """One 0/1 column per known category, float32 ``[N, n_onehot]`` (see ``onehot_names``)."""
@@ -132,31 +172,27 @@ class TablePreprocessor:
         return self.numeric_columns + self.categorical_columns
 
     # -- helpers
-    def _numeric_raw(self, df, fitting=False):
-        num = df[self.numeric_columns].apply(pd.to_numeric, errors="raise").astype(float)
-        if fitting:
-            self.median_ = num.median(axis=0).fillna(0.0)
-        num = num.fillna(self.median_)
-        for col in self.log1p_columns:
-            if fitting and (num[col] < 0).any():
-                raise ValueError(f"log1p column {col!r} has negative values")
-            num[col] = np.log1p(num[col].clip(lower=0))
-        return num.to_numpy()
-
-    def _as_str(self, s: pd.Series) -> pd.Series:
-        return s.astype(object).where(s.notna(), self.MISSING).astype(str)
+    def _transform(self, df):
+        self._check_fitted()
+        self._check_columns(df)
+        return self.transformer_.transform(df)  # [N, n_numeric + n_categorical]
 
     def _check_columns(self, df):
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
         wanted = self.numeric_columns + self.categorical_columns
         missing = [c for c in wanted if c not in df.columns]
         if missing:
             raise KeyError(f"the table has no columns {missing}")
+        not_numbers = [c for c in self.numeric_columns
+                       if not pd.api.types.is_numeric_dtype(df[c])]
+        if not_numbers:
+            raise ValueError(f"numeric columns must hold numbers (NaN allowed), these do not: "
+                             f"{not_numbers}; convert them or declare them categorical")
 
-    def _check_fitted(self, df=None):
+    def _check_fitted(self):
         if not self.fitted:
             raise RuntimeError("call fit(train_df) on the training rows first")
-        if df is not None:
-            self._check_columns(df)
 
 
 # --------------------------------------------------------------------------- tokenizer

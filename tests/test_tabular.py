@@ -111,6 +111,80 @@ def test_preprocessor_errors(frames):
         TablePreprocessor(["area"], ["area"])
 
 
+def test_built_on_scikit_learn_fitted_on_training_rows(frames):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import OrdinalEncoder, StandardScaler
+
+    train, test = frames
+    prep = prep_for(train, min_frequency=2)
+    assert isinstance(prep.transformer_, ColumnTransformer)
+    numeric = prep.transformer_.named_transformers_["numeric"]
+    imputer, scaler = numeric[0], numeric[-1]
+    assert isinstance(imputer, SimpleImputer) and imputer.strategy == "median"
+    assert isinstance(scaler, StandardScaler)
+    # the statistics are the training rows' own, whatever rows are transformed afterwards
+    np.testing.assert_allclose(imputer.statistics_, [250.0, 2000.0])
+    np.testing.assert_allclose(scaler.mean_, [250.0, 1996.0])
+    encoder = prep.transformer_.named_transformers_["categorical"][-1]
+    assert isinstance(encoder, OrdinalEncoder)
+    assert encoder.handle_unknown == "use_encoded_value" and encoder.min_frequency == 2
+    before = prep.numeric(test).copy(), prep.codes(test).copy()
+    prep.numeric(pd.concat([train, test]))  # transforming other rows refits nothing
+    np.testing.assert_array_equal(prep.numeric(test), before[0])
+    np.testing.assert_array_equal(prep.codes(test), before[1])
+
+
+def test_input_frame_is_left_alone(frames):
+    train, test = frames
+    copy = test.copy()
+    prep = prep_for(train, log1p=["area"])
+    prep.numeric(test), prep.codes(test), prep.onehot(test)
+    pd.testing.assert_frame_equal(test, copy)
+
+
+def test_only_numeric_or_only_categorical_columns(frames):
+    train, test = frames
+    num_only = TablePreprocessor(["area", "year"], []).fit(train)
+    assert num_only.codes(test).shape == (2, 0) and num_only.onehot(test).shape == (2, 0)
+    assert num_only.cardinalities == []
+    cat_only = TablePreprocessor([], ["town"]).fit(train)
+    assert cat_only.numeric(test).shape == (2, 0)
+    assert cat_only.codes(test).tolist() == [[0], [1]]
+
+
+def test_a_column_missing_in_every_training_row_is_kept_as_zeros():
+    train = pd.DataFrame({"a": [1.0, 2.0, 3.0], "empty": [np.nan] * 3})
+    x = TablePreprocessor(["a", "empty"], []).fit(train).numeric(train)
+    assert x.shape == (3, 2)  # not silently dropped
+    np.testing.assert_allclose(x[:, 1], 0.0)
+
+
+def test_every_category_rare_gives_code_zero_everywhere(frames):
+    train, test = frames
+    prep = TablePreprocessor([], ["town"], min_frequency=10).fit(train)
+    assert prep.categories_["town"] == [] and prep.cardinalities == [1]
+    assert prep.codes(test).tolist() == [[0], [0]]
+
+
+def test_preprocessor_input_errors(frames):
+    train, _ = frames
+    with pytest.raises(ValueError, match="negative"):
+        TablePreprocessor(["area"], [], log1p=["area"]).fit(train.assign(area=-1.0))
+    with pytest.raises(ValueError, match=r"must hold numbers.*town"):
+        TablePreprocessor(["town"], []).fit(train)
+    with pytest.raises(TypeError, match="DataFrame"):
+        prep_for(train).codes(train.to_numpy())
+    with pytest.raises(ValueError, match="at least one"):
+        TablePreprocessor([], [])
+    with pytest.raises(ValueError, match="min_frequency"):
+        TablePreprocessor(["area"], [], min_frequency=0)
+    with pytest.raises(KeyError, match="roof"):
+        prep_for(train).codes(train.drop(columns="roof"))
+    with pytest.raises(RuntimeError, match="fit"):
+        TablePreprocessor(["area"], ["town"]).codes(train)
+
+
 # --------------------------------------------------------------------------- tokenizer
 def test_numeric_tokens_are_per_feature_affine_maps():
     tok = FeatureTokenizer(n_numeric=3, d_model=4)
