@@ -21,8 +21,8 @@ and the shared difficulty of each row cancels out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -90,3 +90,52 @@ def verdict(interval: Interval, lower_is_better: bool = True, names=("A", "B")) 
         return f"{a} and {b} tie (the interval contains 0)"
     a_ahead = interval.high < 0 if lower_is_better else interval.low > 0
     return f"{a} is ahead of {b}" if a_ahead else f"{b} is ahead of {a}"
+
+
+def bleu_statistics(hypotheses, references, metric=None) -> np.ndarray:
+    """Per-sentence BLEU counts, [N, 2 + 2 * order]: system length, reference length, the
+    matched n-grams for n = 1..order, then the hypothesis n-grams for n = 1..order.
+
+    Corpus BLEU is not a mean of sentence scores: it sums these counts over the corpus and
+    then takes the geometric mean of the precisions. Summed over any set of rows (a bootstrap
+    resample, say), they give that set's corpus BLEU through `bleu_from_statistics`, without
+    tokenizing again. `metric` is a `sacrebleu.BLEU` (default: `sacrebleu.BLEU()`); its
+    tokenizer and casing are used, one reference per sentence.
+    """
+    import sacrebleu
+
+    metric = sacrebleu.BLEU() if metric is None else metric
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(f"got {len(hypotheses)} hypotheses and {len(references)} references: "
+                         "give one reference string per hypothesis, in the same order")
+    if not hypotheses:
+        raise ValueError("no sentences: bleu_statistics needs at least one hypothesis")
+    rows = []
+    for hyp, ref in zip(hypotheses, references):
+        if not isinstance(hyp, str) or not isinstance(ref, str):
+            raise TypeError("hypotheses and references must be strings (detokenized text), got "
+                            f"{type(hyp).__name__} and {type(ref).__name__}")
+        s = metric.corpus_score([hyp], [[ref]])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return np.asarray(rows, dtype=np.int64)
+
+
+def bleu_from_statistics(statistics, metric=None) -> float:
+    """Corpus BLEU (0-100) of the rows of `bleu_statistics`, summed: equal to
+    `metric.corpus_score(hypotheses, [references]).score` for the same sentences."""
+    from sacrebleu.metrics.bleu import BLEU
+
+    metric = BLEU() if metric is None else metric
+    statistics = np.asarray(statistics)
+    order = metric.max_ngram_order
+    if statistics.ndim != 2 or statistics.shape[1] != 2 + 2 * order:
+        raise ValueError(f"expected rows of bleu_statistics, shape [N, {2 + 2 * order}], got "
+                         f"{statistics.shape}; compute them with the same metric")
+    total = statistics.sum(0)
+    return BLEU.compute_bleu(correct=total[2:2 + order].tolist(),
+                             total=total[2 + order:].tolist(), sys_len=int(total[0]),
+                             ref_len=int(total[1]), smooth_method=metric.smooth_method,
+                             smooth_value=metric.smooth_value,
+                             effective_order=metric.effective_order,
+                             max_ngram_order=order).score

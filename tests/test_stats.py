@@ -56,3 +56,45 @@ def test_tie_and_determinism():
 def test_bad_inputs_say_what_to_do(call, message):
     with np.errstate(divide="ignore"), pytest.raises(ValueError, match=message):
         call()
+
+
+HYPS = ["the cat sat on the mat .", "a dog runs in the park", "two men play chess outside",
+        "A Woman Is Reading", "children laugh"]
+REFS = ["the cat sat on a mat .", "a dog is running in the park", "two men are playing chess",
+        "a woman is reading a book", "the children are laughing loudly"]
+
+
+@pytest.mark.parametrize("metric", [None, "lowercase"])
+def test_bleu_from_statistics_equals_sacrebleu_corpus_bleu(metric):
+    import sacrebleu
+
+    bleu = sacrebleu.BLEU(lowercase=True) if metric == "lowercase" else sacrebleu.BLEU()
+    rows = stats.bleu_statistics(HYPS, REFS, bleu)
+    assert rows.shape == (5, 10)
+    assert stats.bleu_from_statistics(rows, bleu) == pytest.approx(
+        bleu.corpus_score(HYPS, [REFS]).score, abs=1e-9)
+    # any subset of rows, repeated rows included (a bootstrap resample), is its own corpus
+    idx = [0, 0, 3, 4]
+    assert stats.bleu_from_statistics(rows[idx], bleu) == pytest.approx(
+        bleu.corpus_score([HYPS[i] for i in idx], [[REFS[i] for i in idx]]).score, abs=1e-9)
+
+
+def test_bleu_statistics_in_a_paired_bootstrap():
+    better = list(REFS[:3]) + HYPS[3:]  # three sentences translated perfectly
+    a, b = stats.bleu_statistics(better, REFS), stats.bleu_statistics(HYPS, REFS)
+    def gap_of(x, y):
+        return stats.bleu_from_statistics(x) - stats.bleu_from_statistics(y)
+
+    gap = stats.bootstrap(gap_of, a, b, n_resamples=200)
+    assert gap.estimate > 0 and gap.low <= gap.estimate <= gap.high
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: stats.bleu_statistics(HYPS, REFS[:2]), ValueError, "one reference string per"),
+    (lambda: stats.bleu_statistics([], []), ValueError, "at least one hypothesis"),
+    (lambda: stats.bleu_statistics([["the", "cat"]], ["the cat"]), TypeError, "detokenized"),
+    (lambda: stats.bleu_from_statistics(np.ones((3, 4))), ValueError, r"shape \[N, 10\]"),
+])
+def test_bleu_bad_inputs_say_what_to_do(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
