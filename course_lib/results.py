@@ -80,8 +80,24 @@ def make_card(
     }
 
 
+class _CardTable(pd.DataFrame):
+    """A card table that shows every row: pandas cuts a long table to its first and last rows
+    (``display.max_rows``), and a printed card must be complete to be checked against its JSON."""
+
+    @property
+    def _constructor(self):
+        return _CardTable
+
+    def __repr__(self) -> str:
+        return self.to_string()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+
 def card_table(card: dict) -> pd.DataFrame:
-    """The card as a two-column table (nested dicts become ``name.key`` rows)."""
+    """The card as a two-column table (nested dicts become ``name.key`` rows); printed or
+    displayed, it shows every row."""
     rows = []
     for key in ("notebook", "profile", "seed", "device", "torch", "wall_seconds", "precision"):
         if key in card:  # cards written before precision was recorded lack it
@@ -93,7 +109,7 @@ def card_table(card: dict) -> pd.DataFrame:
             else:
                 rows.append((f"{group}.{name}", value))
     shown = [(k, f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in rows]
-    return pd.DataFrame(shown, columns=["field", "value"]).set_index("field")
+    return _CardTable(pd.DataFrame(shown, columns=["field", "value"]).set_index("field"))
 
 
 def write_card(

@@ -121,6 +121,17 @@ def test_params_may_be_empty():
 
 
 # --------------------------------------------------------------------------- card_table
+def test_a_long_card_prints_every_row():
+    # pandas shows only the first and last rows of a table longer than display.max_rows; a
+    # card printed in a notebook must show them all, so that tests can check it row by row
+    metrics = {f"m{i:03d}": float(i) for i in range(150)}
+    table = card_table(make_card("nb", **{**ARGS, "metrics": metrics}))
+    assert len(table) > pd.get_option("display.max_rows")
+    for text in (repr(table), table._repr_html_()):
+        assert "m000" in text and "m075" in text and "m149" in text and "..." not in text
+    assert isinstance(table.head(3), type(table))  # pandas operations keep the full display
+
+
 def test_card_table_rows():
     card = make_card(
         "nb", **{**ARGS, "metrics": {"bleu": {"val": 30.1, "test": 29.5}, "loss": 1.5}}
