@@ -6,7 +6,8 @@ into places that cannot read that file at run time, and this script rewrites the
 - ``_config.yml``: ``repository.url`` (the book's repository, Colab and Binder buttons);
 - the first code cell of every ``notebooks/*.ipynb`` (the Colab set-up cell, which clones the
   repository; a notebook without it gets it inserted as its first code cell);
-- links to the old repository in ``README.md`` and ``book/*.md`` (Colab badges and the like).
+- links to the old repository in ``README.md`` and ``book/*.md`` (Colab badges, the CI badge
+  and the like), and to its book on GitHub Pages (``https://OWNER.github.io/REPO/``).
 
 Outputs and every other cell are left as they are. ``--check`` changes nothing and exits 1 if
 some file does not match the URL in ``_config.yml``.
@@ -64,11 +65,22 @@ def set_notebook_cell(path: Path, url: str, check: bool = False) -> str:
     return "inserted"
 
 
+def pages_url(owner_repo: str) -> str:
+    """Where GitHub Pages publishes the book of ``OWNER/REPO``: ``https://owner.github.io/REPO/``
+    (a repository named ``OWNER.github.io`` is published at the root of that host)."""
+    owner, repo = owner_repo.split("/")
+    host = f"{owner.lower()}.github.io"
+    return f"https://{host}/" if repo.lower() == host else f"https://{host}/{repo}/"
+
+
 def replace_links(path: Path, old: str, new: str, check: bool = False) -> bool:
-    """Replace ``github.com/OLD`` with ``github.com/NEW`` (also in Colab links) in a text file."""
+    """Replace ``github.com/OLD`` with ``github.com/NEW`` (also in Colab links) and the book's
+    GitHub Pages address of OLD with that of NEW, in a text file."""
     text = path.read_text(encoding="utf-8")
     updated = re.sub(rf"(github\.com/|colab\.research\.google\.com/github/){re.escape(old)}\b",
                      lambda m: m.group(1) + new, text)
+    updated = re.sub(re.escape(pages_url(old)), lambda m: pages_url(new), updated,
+                     flags=re.IGNORECASE)
     if updated != text and not check:
         path.write_text(updated, encoding="utf-8")
     return updated != text

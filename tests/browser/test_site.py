@@ -10,8 +10,9 @@ load, show a level-1 heading, typeset all its math with no MathJax error, show e
 raise no JavaScript error, and ask nothing of any host other than 127.0.0.1 (no CDN).
 Screenshots of the home page and chapter 1 go to ``ci-output/screenshots/``.
 
-The browser is Debian's Chromium (``apt-get install chromium``), never one downloaded by
-Playwright; ``CHROMIUM=/path/to/chromium`` picks another binary.
+The browser is ``/usr/bin/chromium`` (Debian's package, ``apt-get install chromium``), never
+one downloaded by Playwright; ``CHROMIUM=/path/to/browser`` picks another Chromium-based binary
+(``.ci/run`` sets it to Google Chrome on an Ubuntu machine without a Chromium there).
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install -y chromium "
-                    "(never `playwright install`)")
+        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install -y chromium, or set "
+                    "CHROMIUM=/path/to/chromium-or-chrome (never `playwright install`)")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                      headless=True)
