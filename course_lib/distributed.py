@@ -530,44 +530,13 @@ def draw_ddp_step(world_size: int = 2):
     """One data-parallel step, drawn in the visual language of ``course_lib.diagrams``:
     shards in, forward and backward in every process, all-reduce, the same optimizer step.
 
-    Returns the matplotlib Figure (no ``plt.show()``), like the functions of ``diagrams``.
+    Returns the matplotlib Figure (no ``plt.show()``); the drawing is
+    ``course_lib.diagrams.ddp_step``, imported here only when called (no matplotlib in the
+    training processes).
     """
-    from . import diagrams as dg
+    from .diagrams import ddp_step
 
-    n = int(world_size)
-    if n < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    sub = str.maketrans("0123456789", "".join(chr(0x2080 + k) for k in range(10)))  # g₀ g₁
-    box_w, spacing, left, right = 3.2, 3.9, 0.5, 1.0  # right: room for the shapes
-    wide = (n - 1) * spacing + box_w
-    width = left + wide + right
-    fig, ax = dg._canvas(width, 6.6, f"One step of data-parallel training, {n} processes")
-    xs = [left + box_w / 2 + r * spacing for r in range(n)]
-
-    middle = left + wide / 2
-    dg._note(ax, middle, 5.95, "the global batch: N·b rows, dealt out by DistributedSampler",
-             size=dg.FONT)
-    mean = " + ".join(f"g{r}".translate(sub) for r in range(n))
-    reduce = dg._op(ax, middle, 2.05, f"all-reduce: every process receives g = ({mean}) / {n}",
-                    w=wide, h=0.5, lw=2.0)
-    for r, x in enumerate(xs):
-        shard = dg._tensor(ax, x, 5.45, box_w, 0.4, f"shard {r}: its own b rows",
-                           shape="[b, L+1]" if r == n - 1 else None, shape_at="right")
-        dg._text(ax, x, 4.82, f"process {r}  (rank {r})", weight="bold")
-        step = dg._op(ax, x, 4.05, "forward + backward\nwith the weights θ", w=box_w, h=0.7,
-                      fill=dg.LEARNED)
-        grad = dg._tensor(ax, x, 3.05, box_w, 0.4, f"local gradient g{r}".translate(sub),
-                          shape="[P]", shape_at="right")
-        update = dg._op(ax, x, 0.95, "AdamW step with g", w=box_w, h=0.5, fill=dg.LEARNED)
-        dg._arrow(ax, shard.bottom, (x, 4.97))
-        dg._arrow(ax, (x, 4.67), step.top)
-        dg._arrow(ax, step.bottom, grad.top)
-        dg._arrow(ax, grad.bottom, (x, reduce.top[1]))
-        dg._arrow(ax, (x, reduce.bottom[1]), update.top)
-    dg._note(ax, middle, 0.38, "the same new θ in every process: the copies never drift apart",
-             size=dg.FONT)
-    dg._note(ax, middle, 2.55, "communication", size=dg.SMALL)
-    return fig
+    return ddp_step(world_size)
 
 
 # --------------------------------------------------------------------------- entry point

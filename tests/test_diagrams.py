@@ -1,6 +1,9 @@
 """The architecture diagrams: each draws a Figure cleanly, in the shared visual language."""
 
+import ast
+import inspect
 import warnings
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -8,8 +11,12 @@ import pytest
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from course_lib import diagrams
+from course_lib import diagrams, distributed, viz
+from course_lib.diagrams import style
+from course_lib.masks import causal_mask
 from course_lib.positional import alibi_bias
+
+PACKAGE = Path(diagrams.__file__).parent
 
 PUBLIC = [
     "legend",
@@ -28,7 +35,35 @@ PUBLIC = [
     "beam_tree",
     "encoder_decoder",
     "teacher_forcing_shift",
+    "ddp_step",
 ]
+
+# what `course_lib.diagrams` exposed before it became a package (a module of 1,263 lines):
+# its figures with their signatures (the notebooks call them), and its palette
+SIGNATURES = {
+    "legend": "()",
+    "query_over_hours": "(hours=72)",
+    "sdpa_pipeline": "()",
+    "split_heads": "(num_heads=3, length=3, d_k=2)",
+    "mask_conventions": "()",
+    "position_entry": "()",
+    "attention_only_vs_block": "()",
+    "post_vs_pre_norm": "()",
+    "forecast_window": "(window=72)",
+    "alibi_bias": "(num_heads=4, length=8, causal=False)",
+    "feature_tokenizer": "()",
+    "decoder_only_stack": "()",
+    "kv_cache": "(step=5)",
+    "beam_tree": "()",
+    "encoder_decoder": "()",
+    "teacher_forcing_shift": "(length=3)",
+}
+PALETTE = ["QUERY", "KEY", "VALUE", "LEARNED", "NORM", "POSITION", "TARGET", "DATA", "OPERATION",
+           "MASK_ALLOWED", "MASK_BLOCKED", "RESIDUAL", "RESIDUAL_STYLE", "INK", "MUTED",
+           "SHAPE_INK", "HIGHLIGHT", "ATTN_CMAP", "HEAD_COLORS", "FONT", "SMALL", "TITLE", "MONO"]
+# the figures whose drawing holds a mask grid
+MASK_FIGURES = ["legend", "sdpa_pipeline", "mask_conventions", "decoder_only_stack", "kv_cache",
+                "encoder_decoder"]
 
 
 def _face_colors(fig):
@@ -91,6 +126,114 @@ def test_palette_colours_are_distinct():
     colors = [diagrams.QUERY, diagrams.KEY, diagrams.VALUE, diagrams.LEARNED, diagrams.NORM,
               diagrams.POSITION, diagrams.DATA, diagrams.MASK_BLOCKED]
     assert len({to_rgba(c) for c in colors}) == len(colors)
+    assert to_rgba(diagrams.MASK_ALLOWED) not in {to_rgba(c) for c in colors}
+
+
+# --------------------------------------------------------------------------- masks
+def _cells(collection):
+    return [tuple(np.round(c, 3)) for c in collection.get_facecolor()]
+
+
+def _rgba(color):
+    return tuple(np.round(to_rgba(color), 3))
+
+
+def test_mask_convention_is_the_heatmaps():
+    """'May attend' is dark and 'blocked' light, in the colours a heatmap of the mask gets."""
+    blues = plt.get_cmap("Blues")
+    assert _rgba(diagrams.MASK_ALLOWED) == _rgba(blues(1.0))  # True = 1: the dark end
+    assert _rgba(diagrams.MASK_BLOCKED) == _rgba(blues(0.0))
+    assert _rgba(diagrams.MASK_CMAP(1.0)) == _rgba(diagrams.MASK_ALLOWED)
+    assert _rgba(diagrams.MASK_CMAP(0.0)) == _rgba(diagrams.MASK_BLOCKED)
+    allowed = causal_mask(4).numpy()
+    expected = [_rgba(diagrams.MASK_ALLOWED if a else diagrams.MASK_BLOCKED) for a in
+                allowed.ravel()]
+    for cmap in ("Blues", diagrams.MASK_CMAP):  # chapter 7's heatmap, and the palette's map
+        ax = viz.attention_heatmap(causal_mask(4).float(), cmap=cmap, cbar=False)
+        assert _cells(ax.collections[0]) == expected
+        plt.close(ax.figure)
+    handles = diagrams.mask_handles()
+    assert [_rgba(h.get_facecolor()) for h in handles] == [_rgba(diagrams.MASK_ALLOWED),
+                                                           _rgba(diagrams.MASK_BLOCKED)]
+    assert "may attend" in handles[0].get_label()
+
+
+def test_mask_grid_draws_may_attend_in_the_palette_colour(close_figures):
+    fig, ax = style.canvas(8, 2)
+    style.grid(ax, 1, 1.5, 0.3, mask=np.array([[True, False], [False, True]]), tf=True)
+    allowed, blocked = _rgba(diagrams.MASK_ALLOWED), _rgba(diagrams.MASK_BLOCKED)
+    assert _cells(ax.collections[0]) == [allowed, blocked, blocked, allowed]
+    letters = {t.get_text(): t.get_color() for t in ax.texts}  # readable on their cells
+    assert letters == {"T": style.text_on(diagrams.MASK_ALLOWED), "F": diagrams.INK}
+    assert style.text_on(diagrams.MASK_ALLOWED) == "white"
+
+
+@pytest.mark.parametrize("name", MASK_FIGURES)
+def test_every_mask_in_the_diagrams_uses_the_convention(name, close_figures):
+    fig = getattr(diagrams, name)()
+    allowed, blocked = _rgba(diagrams.MASK_ALLOWED), _rgba(diagrams.MASK_BLOCKED)
+    masks = [coll for ax in fig.axes for coll in ax.collections
+             if set(_cells(coll)) == {allowed, blocked}]
+    assert masks, f"{name} draws no mask in the palette's colours"
+    old_blocked = _rgba("#4D4D4D")  # the dark grey blocked cells had before
+    assert old_blocked not in _face_colors(fig)
+
+
+def test_causal_mask_of_the_gpt_diagram_is_dark_where_it_may_attend(close_figures):
+    fig = diagrams.decoder_only_stack()
+    allowed = _rgba(diagrams.MASK_ALLOWED)
+    [grid] = [c for c in fig.axes[0].collections if len(c.get_facecolor()) == 25]
+    drawn = np.array([c == allowed for c in _cells(grid)]).reshape(5, 5)
+    np.testing.assert_array_equal(drawn, causal_mask(5).numpy())
+
+
+# --------------------------------------------------------------------------- the package
+def test_exposes_every_name_it_exposed_before_the_split():
+    for name, signature in SIGNATURES.items():
+        assert str(inspect.signature(getattr(diagrams, name))) == signature, name
+    for name in PALETTE:
+        assert getattr(diagrams, name) is getattr(style, name), name
+
+
+def _family_modules():
+    return sorted(p for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "style"))
+
+
+def test_there_are_family_modules():
+    names = {p.stem for p in _family_modules()}
+    assert {"attention", "blocks", "positions", "decoding", "inputs", "legend",
+            "data_parallel"} <= names
+
+
+@pytest.mark.parametrize("path", _family_modules(), ids=lambda p: p.stem)
+def test_family_modules_use_only_public_names_of_the_style(path):
+    """A family draws with the style module's public names; it imports no other family and
+    nothing private from anywhere in the package."""
+    families = {p.stem for p in _family_modules()}
+    style_names = {n for n in vars(style) if not n.startswith("_")}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported_style = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            assert node.module not in families, f"{path.stem} imports the family {node.module}"
+            if node.module == "style":
+                imported_style = True
+                for alias in node.names:
+                    assert not alias.name.startswith("_"), (path.stem, alias.name)
+                    assert alias.name in style_names, (path.stem, alias.name)
+            assert node.module is not None, f"{path.stem}: `from . import ...`"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in ("style", "diagrams"):
+                assert not node.attr.startswith("_"), (path.stem, node.attr)
+    assert imported_style, f"{path.stem} does not draw with the style module"
+
+
+def test_distributed_draws_through_the_diagrams_package(close_figures):
+    source = inspect.getsource(distributed)
+    assert "diagrams._" not in source and "dg._" not in source
+    texts = [[t.get_text() for t in fig.axes[0].texts]
+             for fig in (distributed.draw_ddp_step(world_size=3), diagrams.ddp_step(3))]
+    assert texts[0] == texts[1]
 
 
 def test_alibi_bias_draws_the_real_values(close_figures):
@@ -107,6 +250,7 @@ def test_alibi_bias_causal_blocks_the_future(close_figures):
     data = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()][0]
     blocked = np.ma.getmaskarray(data)
     np.testing.assert_array_equal(blocked, np.triu(np.ones((5, 5), dtype=bool), k=1))
+    assert _has(fig, diagrams.MASK_BLOCKED)  # blocked cells light, as every mask
 
 
 def test_alibi_heatmaps_have_no_grid_under_a_grid_style(close_figures):

@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 from docutils import nodes
 from docutils.parsers.rst import directives
-from results_table import fmt, table_row  # one number format and row builder for the page
+from results_format import fmt, table_row  # one number format and row builder for the page
 from sphinx import addnodes
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective

@@ -22,11 +22,12 @@ cards the directive says so instead of failing. Registered in ``_config.yml`` un
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
+import results_claims  # book/_ext is on sys.path: _config.yml lists it for local extensions
 from docutils import nodes
 from docutils.parsers.rst import directives
+from results_format import fmt, table_row
 from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
@@ -46,19 +47,6 @@ def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
     return [(prefix, value)]
 
 
-def fmt(value) -> str:
-    """Numbers with four significant digits, integers with thousands separators."""
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
-            return f"{int(value):,}" if abs(value) >= 1000 else f"{value:g}"
-        return f"{value:.4g}"
-    if isinstance(value, list):
-        return "[" + ", ".join(fmt(v) for v in value) + "]"
-    return str(value)
 
 
 def fmt_seconds(seconds) -> str:
@@ -160,19 +148,7 @@ class ResultsTable(SphinxDirective):
         return block
 
 
-def table_row(cells: list[nodes.Node]) -> nodes.row:
-    """One table row, one entry per node (both tables of the results page use it)."""
-    row = nodes.row()
-    for content in cells:
-        entry = nodes.entry()
-        entry += content
-        row += entry
-    return row
-
-
 def setup(app):
-    import results_claims  # book/_ext is on sys.path: _config.yml lists it as a local extension
-
     app.add_directive("results-table", ResultsTable)
     results_claims.setup(app)  # results-claims and results-seeds
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
