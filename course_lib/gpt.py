@@ -376,6 +376,26 @@ def sliding_nll(model: GPT, sequences, stride: int, batch_size: int = 256,
     return total, count
 
 
+_PLAIN_NAMES = (("position.embedding.", "position."), ("attn_sub.norm.", "norm1."),
+                ("ffn_sub.norm.", "norm2."), ("ffn.net.3.", "ffn.net.2."))
+
+
+def plain_state_dict(state_dict: dict) -> dict:
+    """A ``GPT`` state dict under the names of chapter 7's plain on-page model.
+
+    The library's block keeps its LayerNorms in its sublayers (``attn_sub.norm``,
+    ``ffn_sub.norm``) and its positions in ``LearnedPositionalEmbedding``; the page's block
+    names them ``norm1``, ``norm2`` and ``position``. Every other name is the same, so
+    ``page_model.load_state_dict(plain_state_dict(gpt.state_dict()))`` loads the weights.
+    """
+    out = {}
+    for key, value in state_dict.items():
+        for old, new in _PLAIN_NAMES:
+            key = key.replace(old, new)
+        out[key] = value
+    return out
+
+
 def save(model: GPT, path, **extra) -> None:
     """Save ``{"config", "state_dict", **extra}``, loadable with ``weights_only=True``.
 

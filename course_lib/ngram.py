@@ -296,3 +296,44 @@ def _as_ids(a, name):
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"{name} must hold integer token ids, got dtype {a.dtype}")
     return a.astype(np.int64)
+
+
+# --------------------------------------------------------------------------- mixtures
+def _probabilities(name, p):
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1 or not p.size:
+        raise ValueError(f"{name} must be a non-empty 1-D array of probabilities, got shape "
+                         f"{p.shape}")
+    if not np.all((p > 0) & (p <= 1)):
+        raise ValueError(f"{name} must hold probabilities in (0, 1]; a model that gives a "
+                         "target probability 0 cannot be scored (smooth it)")
+    return p
+
+
+def mix(p_a, p_b, weight: float) -> np.ndarray:
+    """P = weight * P_a + (1 - weight) * P_b, target by target (linear interpolation)."""
+    if not 0.0 <= float(weight) <= 1.0:
+        raise ValueError(f"weight must be in [0, 1], got {weight}")
+    return float(weight) * _probabilities("p_a", p_a) + (1 - float(weight)) * _probabilities(
+        "p_b", p_b)
+
+
+def fit_mix_weight(p_a, p_b, iterations: int = 100, tol: float = 1e-9) -> float:
+    """The weight of ``mix`` that maximises the likelihood of the targets (EM).
+
+    Each step gives every target the posterior share of model a,
+    w P_a / (w P_a + (1 - w) P_b), and sets w to their mean; the likelihood never decreases.
+    Fit it on validation targets, then score ``mix`` on test.
+    """
+    p_a, p_b = _probabilities("p_a", p_a), _probabilities("p_b", p_b)
+    if p_a.shape != p_b.shape:
+        raise ValueError(f"p_a and p_b must score the same targets, got {p_a.shape} and "
+                         f"{p_b.shape}")
+    w = 0.5
+    for _ in range(iterations):
+        share = w * p_a / (w * p_a + (1 - w) * p_b)
+        new = float(share.mean())
+        if abs(new - w) < tol:
+            return new
+        w = new
+    return w

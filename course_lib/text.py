@@ -8,6 +8,14 @@
 The tokenizer is deliberately simple: lowercase, words (letters and digits, with inner
 apostrophes: ``don't``, ``it's``) and single punctuation marks. Words outside the
 vocabulary become ``<unk>``.
+
+``BPETokenizer`` is the subword alternative (chapters 7 and 8): byte-level BPE trained with
+Hugging Face ``tokenizers`` on the training texts only. Every text is some sequence of its
+pieces, so there is no ``<unk>`` and ``decode(encode(text)) == text``:
+
+    bpe = BPETokenizer.train(train_texts, vocab_size=4096)
+    ids = bpe.encode("This movie was great!", add_bos=True)  # [bos, 'This', ' movie', ...]
+    bpe.decode(ids)                                          # 'This movie was great!'
 """
 
 from __future__ import annotations
@@ -168,3 +176,108 @@ def imdb_lm_splits(train: pd.DataFrame, test: pd.DataFrame, val_fraction: float 
     seen_movies, seen_texts = set(train["movie_id"]), set(train["review"])
     parts["test"] = test[~test["movie_id"].isin(seen_movies) & ~test["review"].isin(seen_texts)]
     return {k: v.drop_duplicates("review").reset_index(drop=True) for k, v in parts.items()}
+
+
+class BPETokenizer:
+    """Byte-level BPE: a text becomes pieces of UTF-8 bytes merged by frequency.
+
+    One special token, ``<|endoftext|>`` (id 0), marks where a text starts (``add_bos``),
+    as in GPT-2. ``bos_id`` and ``pad_id`` are both that id: a padded slot is never a target.
+    There is no ``unk_id``: any byte sequence can be spelled with the 256 single bytes.
+    """
+
+    BOS = "<|endoftext|>"
+    unk_id = None
+
+    def __init__(self, tokenizer):
+        from tokenizers import Tokenizer
+
+        if not isinstance(tokenizer, Tokenizer):
+            raise TypeError("BPETokenizer wraps a tokenizers.Tokenizer; build one with "
+                            "BPETokenizer.train(texts) or BPETokenizer.from_json(saved)")
+        self._tok = tokenizer
+        bos = tokenizer.token_to_id(self.BOS)
+        if bos is None:
+            raise ValueError(f"the tokenizer has no {self.BOS!r} token: train it with "
+                             "BPETokenizer.train")
+        self.bos_id = self.pad_id = bos
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 4096) -> BPETokenizer:
+        """Learn ``vocab_size`` pieces (256 bytes + merges + ``<|endoftext|>``) from ``texts``."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        if not isinstance(vocab_size, int) or vocab_size < 258:
+            raise ValueError(f"vocab_size must be an int >= 258 (256 bytes, the special token "
+                             f"and at least one merge), got {vocab_size!r}")
+        if isinstance(texts, str):
+            raise TypeError("pass a list of texts, not one string")
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=[cls.BOS], show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(list(texts), trainer=trainer)
+        return cls(tok)
+
+    def __len__(self) -> int:
+        return self._tok.get_vocab_size()
+
+    def __repr__(self) -> str:
+        return f"BPETokenizer({len(self)} pieces, byte-level)"
+
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
+        """Ids of ``text`` (a string), with ``<|endoftext|>`` first when ``add_bos``."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a string, got {type(text).__name__}")
+        ids = self._tok.encode(text).ids
+        return [self.bos_id, *ids] if add_bos else ids
+
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = False) -> list[list[int]]:
+        """``[encode(t, add_bos) for t in texts]``, in parallel."""
+        if isinstance(texts, str):
+            raise TypeError("encode_batch takes a list of strings; use encode for one")
+        head = [self.bos_id] if add_bos else []
+        return [head + e.ids for e in self._tok.encode_batch(list(texts))]
+
+    def _ids(self, ids) -> list[int]:
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self)]
+        if bad:
+            raise ValueError(f"id {bad[0]} is outside this tokenizer's {len(self)} pieces")
+        return ids
+
+    def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+        """The text of ``ids`` (``<|endoftext|>`` dropped unless ``skip_special=False``)."""
+        return self._tok.decode(self._ids(ids), skip_special_tokens=skip_special)
+
+    def tokens(self, ids: Iterable[int]) -> list[str]:
+        """Each id as readable text (a leading space shown as is; a piece that is only part
+        of a multi-byte character shows as the replacement character)."""
+        return [self._tok.decode([i], skip_special_tokens=False) for i in self._ids(ids)]
+
+    def token_to_id(self, piece: str) -> int | None:
+        """The id of a piece as the tokenizer stores it (a leading space is ``Ġ``), or None."""
+        return self._tok.token_to_id(piece)
+
+    def to_json(self) -> str:
+        return self._tok.to_str()
+
+    @classmethod
+    def from_json(cls, saved: str) -> BPETokenizer:
+        from tokenizers import Tokenizer
+
+        return cls(Tokenizer.from_str(saved))
+
+
+def bits_per_byte(total_nll_nats: float, texts: Iterable[str]) -> float:
+    """Summed NLL in nats over every token of ``texts`` -> bits per UTF-8 byte of the texts.
+
+    Unlike perplexity per token it does not depend on the tokenizer: any model that scores
+    the same texts, with any tokens, can be compared on it.
+    """
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    if n_bytes == 0:
+        raise ValueError("the texts hold no bytes")
+    return float(total_nll_nats) / (np.log(2.0) * n_bytes)

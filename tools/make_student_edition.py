@@ -17,6 +17,9 @@ A student copy is the chapter without its answers and without outputs:
 - the notebook keeps ``kernelspec`` and ``language_info``, and drops papermill's metadata;
 - a note after the title cell says that the copy is generated and links to the full notebook.
 
+A cell tagged ``check`` (first line ``# Check N``, after ``# Solution N``) is kept: it tests
+the student's answer with ``course_lib.exercises.check`` and fails until there is one.
+
 The convention is enforced: a code cell whose first line starts with ``# Solution`` must be
 tagged ``solution`` and the other way round, and no later cell may use a name that only a
 solution defines (the student copy would fail there). The tool names the notebook and the
@@ -50,6 +53,8 @@ STUDENT_DIR = ROOT / "student"
 NAME = re.compile(r"^\d\d_[\w-]+\.ipynb$")  # NN_topic.ipynb
 SOLUTION = re.compile(r"^# Solution (\d+)\b")
 SOLUTION_TAG = "solution"
+CHECK = re.compile(r"^# Check (\d+)\b")
+CHECK_TAG = "check"
 NOTE_ID = "student-edition"
 KEEP_METADATA = ("kernelspec", "language_info")
 
@@ -146,6 +151,15 @@ def check_convention(nb, name: str) -> dict[int, int]:
                     f"{where}: tagged {SOLUTION_TAG!r} but its first line is {first!r}, not "
                     "'# Solution N'")
             exercises[i] = int(match.group(1))
+        if CHECK_TAG in _tags(cell):
+            # a check cell tests the answer: it may use the solution's names, and in the
+            # student copy it fails until the student has answered (course_lib.exercises)
+            match = CHECK.match(first)
+            if not match or int(match.group(1)) not in exercises.values():
+                raise ConventionError(
+                    f"{where}: tagged {CHECK_TAG!r} but its first line is {first!r}; it must be "
+                    "'# Check N' and follow the cell '# Solution N'")
+            continue
         tree = _python(cell.source)
         if tree is None:
             continue

@@ -1,0 +1,157 @@
+"""Training and scoring language models on a stream of token ids (chapter 7).
+
+    stream = token_stream(train_ids)                     # every review, <bos> first, joined
+    history = train(model, stream, steps=2000, batch_size=32, window=64, lr=2e-3,
+                    checkpoints=[250, 500, ...], evaluate=lambda m: {...})
+    nll = target_nll(model, test_ids, window=64, stride=32)  # one value per test target
+
+``model`` is any module that maps ids [B, L] to next-token logits [B, L, V]: the rungs of
+chapter 7's ladder and ``gpt.GPT`` alike. Every rung sees the same batches in the same
+order (``seed``), so their curves differ only by the model.
+
+``target_nll`` scores every id after the first of each sequence exactly once, in the same
+order as ``ngram.sequence_ngrams``, so a GPT and an n-gram model can be compared target by
+target (and mixed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import precision as _precision
+from .gpt import GPTConfig, configure_optimizer, sliding_windows
+from .runtime import progress
+
+
+def token_stream(sequences: Iterable[Sequence[int]]) -> torch.Tensor:
+    """All sequences joined into one LongTensor [N] (each should start with its <bos>)."""
+    parts = [torch.as_tensor(list(s), dtype=torch.long) for s in sequences]
+    if not parts or sum(len(p) for p in parts) < 2:
+        raise ValueError("token_stream needs sequences holding at least 2 ids in all")
+    return torch.cat(parts)
+
+
+def random_windows(stream: torch.Tensor, batch_size: int, window: int,
+                   generator: torch.Generator) -> torch.Tensor:
+    """``batch_size`` rows of ``window + 1`` consecutive ids from random places: [B, window+1]."""
+    if stream.dim() != 1 or len(stream) <= window + 1:
+        raise ValueError(f"need a 1-D stream longer than window + 1 = {window + 1} ids, "
+                         f"got shape {tuple(stream.shape)}")
+    start = torch.randint(0, len(stream) - window - 1, (batch_size,), generator=generator)
+    return torch.stack([stream[s:s + window + 1] for s in start.tolist()])
+
+
+def constant_after_warmup(warmup_steps: int):
+    """``LambdaLR`` factor: linear warm-up to 1 over ``warmup_steps``, then constant.
+
+    With a constant rate a checkpoint after k steps is the model a k-step run would give,
+    so one run yields a whole curve of (compute, loss) points.
+    """
+    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
+    return lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+
+
+def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int, window: int,
+          lr: float, warmup_steps: int = 100, weight_decay: float = 0.1, clip: float = 1.0,
+          checkpoints: Iterable[int] = (), evaluate: Callable[[nn.Module], dict] | None = None,
+          seed: int = 0, device="cpu", desc: str = "train", precision=None,
+          pairs: Callable[[torch.Tensor], tuple] | None = None) -> pd.DataFrame:
+    """AdamW on random windows of ``stream``; one history row per checkpoint (and the end).
+
+    Columns: ``step``, ``tokens`` (targets seen), ``seconds`` (training time, evaluation
+    excluded), ``train_loss`` (mean since the previous row) and whatever ``evaluate(model)``
+    returns (called in eval mode, under ``torch.no_grad``). ``pairs(batch)`` turns rows
+    [B, window + 1] into (inputs, targets); the default is the shift by one,
+    ``(batch[:, :-1], batch[:, 1:])`` (chapter 7's bug zoo passes a wrong one).
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    marks = sorted({int(c) for c in checkpoints if 0 < int(c) < steps} | {steps})
+    prec = _precision.current() if precision is None else precision
+    model.to(device)
+    optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, constant_after_warmup(warmup_steps))
+    generator = torch.Generator().manual_seed(seed)
+    rows, losses, seconds = [], [], 0.0
+    bar = progress(range(1, steps + 1), desc=desc, unit="step")
+    for step in bar:
+        model.train()
+        t = time.perf_counter()
+        batch = random_windows(stream, batch_size, window, generator).to(device)
+        x, y = (batch[:, :-1], batch[:, 1:]) if pairs is None else pairs(batch)  # [B, T] each
+        optimizer.zero_grad(set_to_none=True)
+        with prec.autocast():
+            logits = model(x)  # [B, T, V]
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
+        prec.step(loss, optimizer, model.parameters(), clip_grad_norm=clip)
+        schedule.step()
+        seconds += time.perf_counter() - t
+        losses.append(loss.item())
+        if step in marks:
+            row = {"step": step, "tokens": step * batch_size * window, "seconds": seconds,
+                   "train_loss": float(np.mean(losses))}
+            losses = []
+            if evaluate is not None:
+                model.eval()
+                with torch.no_grad():
+                    row.update(evaluate(model))
+            rows.append(row)
+            bar.set_postfix(train_loss=f"{row['train_loss']:.3f}")
+    model.eval()
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def target_nll(model: nn.Module, sequences: Sequence[Sequence[int]], window: int, stride: int,
+               batch_size: int = 128, device="cpu", pad_id: int = 0) -> np.ndarray:
+    """Negative log-likelihood (nats) of every id after the first of each sequence: [N].
+
+    Sliding windows of ``window`` ids, ``stride`` apart (``gpt.sliding_windows``): a target
+    has at least ``window - stride`` ids of context where its sequence has them. The order
+    is sequence by sequence, position by position, as in ``ngram.sequence_ngrams``.
+    """
+    rows, scored = sliding_windows(sequences, window, stride, pad_id=pad_id)
+    model.eval()
+    out = []
+    for start in range(0, rows.shape[0], batch_size):
+        chunk = rows[start:start + batch_size].to(device)
+        keep = scored[start:start + batch_size].to(device)
+        logits = model(chunk[:, :-1]).float()  # [b, W, V]
+        nll = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")
+        out.append(nll[keep].double().cpu())  # row by row, position by position
+    return torch.cat(out).numpy() if out else np.empty(0)
+
+
+def per_sequence(values: np.ndarray, sequences: Sequence[Sequence[int]]) -> np.ndarray:
+    """Sum ``values`` (one per target, as ``target_nll`` orders them) within each sequence."""
+    lengths = np.array([max(len(s) - 1, 0) for s in sequences])
+    if lengths.sum() != len(values):
+        raise ValueError(f"{len(values)} values for {lengths.sum()} targets in the sequences: "
+                         "score the same sequences")
+    return np.add.reduceat(values, np.r_[0, np.cumsum(lengths)[:-1]]) * (lengths > 0)
+
+
+def target_positions(sequences: Sequence[Sequence[int]]) -> np.ndarray:
+    """The position in its sequence (1, 2, ...) of every target, in ``target_nll``'s order."""
+    return np.concatenate([np.arange(1, len(s)) for s in sequences if len(s) > 1])
+
+
+def flops_per_token(config: GPTConfig, window: int | None = None) -> float:
+    """Training FLOPs per target token of a ``gpt.GPT``: 6 N + 6 L T d (Kaplan et al. 2020).
+
+    N counts the parameters used in matrix multiplies: per block 4 d^2 (attention) and
+    2 d d_ff (feed-forward), plus the V x d head (tied or not: it is multiplied). The second
+    term is attention's own work over a context of T tokens (scores and weighted sum).
+    """
+    c = config
+    T = c.max_len if window is None else window
+    n = c.num_layers * (4 * c.d_model ** 2 + 2 * c.d_model * c.d_ff) + c.vocab_size * c.d_model
+    return 6.0 * n + 6.0 * c.num_layers * T * c.d_model
