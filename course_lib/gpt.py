@@ -44,6 +44,18 @@ class GPTConfig:
         return asdict(self)
 
 
+def init_weights(module: nn.Module) -> None:
+    """GPT-2's scheme, for ``model.apply``: N(0, 0.02) weights, zero biases.
+
+    LayerNorm keeps its 1 and 0. Chapter 7's ladder initialises every rung this way, so the
+    rungs differ by their architecture only.
+    """
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
 class GPT(nn.Module):
     """Decoder-only Transformer language model: tokens [B, L] -> next-token logits [B, L, V]."""
 
@@ -68,11 +80,7 @@ class GPT(nn.Module):
 
     @staticmethod
     def _init_weights(module):
-        # GPT-2's scheme: N(0, 0.02) for weights, zero biases (LayerNorm keeps 1 and 0)
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        init_weights(module)
 
     def _check_tokens(self, tokens):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
