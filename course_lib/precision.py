@@ -1,6 +1,6 @@
-"""Mixed precision: run the big matrix products in bfloat16 where the hardware does them fast.
+"""Mixed precision: run the big matrix products in bfloat16 where that makes training faster.
 
-    mp = precision.choose(device)              # bf16 where supported, else fp16/fp32 (see below)
+    mp = precision.choose(device)              # bf16, fp16 or fp32 for this machine (see below)
     with mp.autocast():                        # matmuls in bf16; softmax, losses, norms in fp32
         loss = model.loss(batch)
     mp.step(loss, optimizer, model.parameters(), clip_grad_norm=1.0)
@@ -11,31 +11,81 @@ precision, on low-precision copies of their inputs.
 
 Which precision ``choose`` picks for ``"auto"``:
 
-- **bf16** on a CPU with bfloat16 matrix units (Intel AMX: ``amx_bf16`` in
-  ``/proc/cpuinfo``), and on a CUDA GPU that supports bf16;
-- **fp16** with a gradient scaler on a CUDA GPU without bf16 (float16 has a narrow exponent
-  range: small gradients would round to zero without the scaler);
-- **fp32** (autocast off) everywhere else, Apple MPS included.
+- on a **CPU** it measures. Whether bf16 pays on a CPU is a property of the machine that its
+  flags do not predict: the same translator training step ran 0.70x as fast in bf16 as in
+  float32 on an Intel Xeon without AMX, and 1.32-1.75x faster on an AMD EPYC with AVX-512
+  BF16. So a probe (``measure_step_times``, a few seconds) times one small Transformer
+  training step (embedding, two blocks, vocabulary head, AdamW) in float32 and under bf16
+  autocast, alternating the two, and ``decide`` takes **bf16 only if its median step is at
+  least ``BF16_MARGIN`` (1.15x) faster**, else **fp32**. The answer is cached per machine (CPU
+  model, torch version, thread count) in ``<cache>/precision_probe.json``, so the probe runs
+  once per machine; ``<cache>`` is ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``,
+  else ``~/.cache/course_lib`` (delete the file to measure again). Two exceptions: in the
+  smoke profile (``COURSE_PROFILE=smoke``) the probe never runs (a cached answer is used,
+  else fp32), and a probe whose threads had to fight other processes for the cores
+  (``machine_busy``) decides its own run but is not cached;
+- on a **CUDA GPU**: bf16 where supported, else **fp16** with a gradient scaler (float16 has
+  a narrow exponent range: small gradients would round to zero without the scaler);
+- on **Apple MPS** and anything else: **fp32** (autocast off).
 
 ``$COURSE_PRECISION`` (``auto``, ``fp32``, ``bf16``, ``fp16``) overrides the choice, as
-``$COURSE_DEVICE`` does for the device.
+``$COURSE_DEVICE`` does for the device. ``Precision.probe`` says how a choice was made, and
+every results card records it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import platform
+import statistics
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from .runtime import cache_dir
+
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 CARD_NAMES = {"fp32": "float32", "bf16": "bf16 autocast", "fp16": "fp16 autocast"}
 
+# bf16 must be this much faster than float32 (median step time) to be chosen on a CPU. Two
+# reasons for a margin rather than "faster at all": a probe of a few seconds on a small shared
+# machine is noisy (nine probes on the course's loaded 2-core machine ranged 0.14x-0.18x,
+# about +-10 %), and bf16 is not free: 8 significant bits instead of 24 cost some quality
+# (the appendix measures it), which only a clearly real speed-up pays for.
+BF16_MARGIN = 1.15
+PROBE_FILE = "precision_probe.json"
+PROBE_SOURCES = ("measured", "cached", "skipped", "failed", "override", "not cpu")
+
 _CURRENT: Precision | None = None
+
+
+# --------------------------------------------------------------------------- the CPU
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name, e.g. ``AMD EPYC 7763 64-Core Processor`` (else the architecture)."""
+    system = platform.system()
+    if system == "Linux":
+        try:
+            text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip().lower() in ("model name", "hardware", "cpu model") and value.strip():
+                return " ".join(value.split())
+    elif system == "Darwin":
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                                 text=True, timeout=5, check=True).stdout.strip()
+            if out:
+                return out
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def cpu_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
@@ -55,19 +105,237 @@ def cpu_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
 def cpu_supports_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     """True if the CPU has bfloat16 *matrix* units (Intel AMX, flag ``amx_bf16``).
 
-    That is what makes bf16 training faster on a CPU. ``avx512_bf16`` alone (a dot-product
-    instruction) is not enough: on the course's CI machine (Xeon with AVX-512 BF16, no AMX
-    exposed) bf16 matrix products measured 1.3-1.6x *slower* than float32, because that
-    instruction retires no more multiply-adds per cycle than float32 FMAs and autocast adds
-    the conversions (the appendix notebook on precision measures it). So ``auto`` stays in
-    float32 there; ``COURSE_PRECISION=bf16`` still forces bf16.
+    Reported for the reader; ``choose`` no longer decides from it. Flags do not predict the
+    speed: ``avx512_bf16`` alone made training slower on a Xeon and faster on an EPYC. The
+    probe measures instead.
     """
     return "amx_bf16" in cpu_bf16_flags(cpuinfo)
 
 
-def _auto(device_type: str) -> str:
-    if device_type == "cpu":
-        return "bf16" if cpu_supports_bf16() else "fp32"
+# --------------------------------------------------------------------------- the decision
+def decide(fp32_seconds, bf16_seconds, margin: float = BF16_MARGIN) -> tuple[str, float]:
+    """``("bf16" or "fp32", bf16_speedup)`` from step times measured in each precision.
+
+    ``bf16_speedup`` = median float32 step time / median bf16 step time, rounded to 3
+    decimals (above 1: bf16 is faster). bf16 wins only when ``bf16_speedup >= margin``.
+    A pure function: the probe's timings go in, the decision comes out.
+    """
+    medians = []
+    for name, times in (("fp32", fp32_seconds), ("bf16", bf16_seconds)):
+        times = [float(t) for t in times]
+        if not times or not all(math.isfinite(t) and t > 0 for t in times):
+            raise ValueError(f"{name} step times must be a non-empty list of positive seconds, "
+                             f"got {times}")
+        medians.append(statistics.median(times))
+    speedup = round(medians[0] / medians[1], 3)
+    return _pick(speedup, margin), speedup
+
+
+def _pick(speedup: float | None, margin: float = BF16_MARGIN) -> str:
+    """The rule itself: bf16 only for a measured speed-up of at least ``margin``."""
+    return "bf16" if speedup is not None and speedup >= margin else "fp32"
+
+
+# --------------------------------------------------------------------------- the probe
+class _ProbeModel(torch.nn.Module):
+    """A small GPT: embedding, Pre-Norm blocks of course_lib, a LayerNorm, a vocabulary head."""
+
+    def __init__(self, vocab: int, d_model: int, layers: int):
+        super().__init__()
+        from .blocks import EncoderBlock  # imported here: blocks needs nothing from precision
+
+        self.embed = torch.nn.Embedding(vocab, d_model)
+        self.blocks = torch.nn.ModuleList(
+            EncoderBlock(d_model, num_heads=4, d_ff=4 * d_model) for _ in range(layers))
+        self.norm = torch.nn.LayerNorm(d_model)
+        self.head = torch.nn.Linear(d_model, vocab)
+
+    def forward(self, tokens, mask):  # [B, L] -> [B, L, vocab]
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x, _ = block(x, mask=mask, need_weights=False)
+        return self.head(self.norm(x))
+
+
+def _training_step(name: str, tokens, vocab: int, d_model: int, layers: int):
+    """A function doing one forward + backward + AdamW step of a fresh model in ``name``."""
+    from .masks import causal_mask
+
+    model = _ProbeModel(vocab, d_model, layers)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    mp = Precision(name, "cpu")
+    mask = causal_mask(tokens.shape[1] - 1)
+
+    def step():
+        with mp.autocast():
+            logits = model(tokens[:, :-1], mask)  # [B, L, vocab]
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab),
+                                                     tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        mp.step(loss, opt)
+
+    return step
+
+
+def measure_step_times(rounds: int = 7, budget_s: float = 2.0, batch: int = 8, length: int = 32,
+                       d_model: int = 128, vocab: int = 2000,
+                       layers: int = 2) -> tuple[list[float], list[float]]:
+    """Seconds per training step in float32 and under bf16 autocast, on the CPU.
+
+    One warm-up step each (the first call allocates and picks kernels), then up to ``rounds``
+    rounds of one step in each precision, the order alternating from round to round so that a
+    change of load on the machine hits both alike. Rounds stop early (after at least 3) once
+    ``budget_s`` seconds are spent. The sizes are those of a small chapter model (width 128,
+    vocabulary 2000); the global random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        tokens = torch.randint(0, vocab, (batch, length + 1))
+        steps = {name: _training_step(name, tokens, vocab, d_model, layers)
+                 for name in ("fp32", "bf16")}
+        for step in steps.values():
+            step()  # warm-up
+        times = {"fp32": [], "bf16": []}
+        start = time.perf_counter()
+        for r in range(rounds):
+            for name in (("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32")):
+                t0 = time.perf_counter()
+                steps[name]()
+                times[name].append(time.perf_counter() - t0)
+            if r >= 2 and time.perf_counter() - start > budget_s:
+                break
+    return times["fp32"], times["bf16"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """How the precision was chosen, as a results card records it.
+
+    ``source``: ``measured`` (the probe ran now), ``cached`` (an earlier probe on this
+    machine), ``skipped`` (smoke profile, nothing cached: fp32), ``failed`` (bf16 raised an
+    error on this CPU: fp32, not cached), ``override`` (the precision
+    was named, by the notebook or ``$COURSE_PRECISION``), ``not cpu`` (a GPU's own rule).
+    ``bf16_speedup``: float32 step time / bf16 step time (None when nothing was measured).
+    """
+
+    source: str
+    bf16_speedup: float | None = None
+    cpu: str = ""
+    threads: int = 0
+    busy: bool = False  # measured while other processes held the cores: not cached
+
+    def __post_init__(self):
+        if self.source not in PROBE_SOURCES:
+            raise ValueError(f"probe source must be one of {PROBE_SOURCES}, got {self.source!r}")
+
+    @property
+    def choice(self) -> str:
+        """The precision the probe picks: bf16 if its speed-up reaches ``BF16_MARGIN``."""
+        return _pick(self.bf16_speedup)
+
+    def card(self) -> dict:
+        return {"bf16_speedup": self.bf16_speedup, "source": self.source}
+
+    def __str__(self) -> str:
+        if self.bf16_speedup is None:
+            return _UNMEASURED.get(self.source, f"probe: {self.source}")
+        source = "measured on a busy machine, not cached" if self.busy else self.source
+        return (f"probe: bf16 {self.bf16_speedup:.2f}x the speed of fp32 on {self.cpu}, "
+                f"{self.threads} thread{'s' if self.threads != 1 else ''}; {source}")
+
+
+_UNMEASURED = {"skipped": "probe skipped: smoke profile, nothing cached",
+               "failed": "probe failed: bf16 raised an error here",
+               "override": "named, not probed", "not cpu": "not a CPU: no probe"}
+
+
+def probe_key(cpu: str, threads: int) -> str:
+    """The cache key of one machine: CPU model, torch version, thread count."""
+    return f"{cpu} | torch {torch.__version__} | {threads} threads"
+
+
+def probe_cache_path() -> Path:
+    """``<cache>/precision_probe.json`` (see the module docstring for ``<cache>``)."""
+    return cache_dir() / PROBE_FILE
+
+
+def _read_cache(path: Path) -> dict:
+    """The cache's entries; an unreadable, corrupt or foreign file counts as empty."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = data.get("probes") if isinstance(data, dict) else None
+    return entries if isinstance(entries, dict) else {}
+
+
+def _cached_speedup(entry) -> float | None:
+    value = entry.get("bf16_speedup") if isinstance(entry, dict) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) and value > 0 else None
+
+
+def _write_cache(path: Path, entries: dict) -> None:
+    """Write atomically (two notebooks may probe at once); a read-only cache is not an error."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"probes": entries}, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def machine_busy(threads: int) -> bool:
+    """True if a probe on ``threads`` threads would fight other processes for the cores.
+
+    Several threads on cores that are already busy wait for each other at every operation:
+    on this course's 2-core machine, loaded by two other jobs, a 2-thread probe took 18 s and
+    found bf16 0.96x the speed of float32, while 1-thread probes found 0.14x-0.17x in nine
+    runs under the same load (time slicing slows both precisions alike). So only a probe on
+    more than one thread counts as busy when the 1-minute load average plus its threads
+    exceeds the cores; its timings decide this run only and are not cached.
+    """
+    if threads <= 1:
+        return False
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows has no load average
+        return False
+    return load + threads > (os.cpu_count() or 1) + 0.5
+
+
+def cpu_probe(refresh: bool = False) -> Probe:
+    """bf16's speed on this CPU: from the cache, else measured now (and cached).
+
+    ``refresh=True`` measures again. In the smoke profile nothing is measured: a cached
+    answer is used, else ``Probe("skipped")`` (fp32). A few seconds saved on every smoke run,
+    and no timing taken under the test suite's load is cached for the full runs. Nor is one
+    taken while the machine is busy (``machine_busy``): the next quiet run measures again.
+    """
+    cpu, threads = cpu_model(), torch.get_num_threads()
+    key, path = probe_key(cpu, threads), probe_cache_path()
+    entries = _read_cache(path)
+    cached = _cached_speedup(entries.get(key))
+    if cached is not None and not refresh:
+        return Probe("cached", cached, cpu, threads)
+    if os.environ.get("COURSE_PROFILE", "").strip().lower() == "smoke":
+        return Probe("skipped", None, cpu, threads)
+    busy = machine_busy(threads)
+    try:
+        fp32, bf16 = measure_step_times()
+    except RuntimeError:  # an operation without a bf16 kernel on this CPU: stay in float32
+        return Probe("failed", None, cpu, threads)
+    _, speedup = decide(fp32, bf16)
+    entries[key] = {"cpu": cpu, "torch": torch.__version__, "threads": threads,
+                    "bf16_speedup": speedup, "rounds": len(fp32),
+                    "fp32_step_ms": round(1000 * statistics.median(fp32), 2),
+                    "bf16_step_ms": round(1000 * statistics.median(bf16), 2),
+                    "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if not busy:
+        _write_cache(path, entries)
+    return Probe("measured", speedup, cpu, threads, busy)
+
+
+def _auto_not_cpu(device_type: str) -> str:
     if device_type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     return "fp32"  # MPS and anything else: float32, the safe default
@@ -80,6 +348,7 @@ class Precision:
     name: str
     device_type: str = "cpu"
     scaler: torch.amp.GradScaler | None = field(default=None, repr=False)
+    probe: Probe | None = field(default=None, repr=False, compare=False)  # how it was chosen
 
     def __post_init__(self):
         _check_name(self.name, allow_auto=False)
@@ -143,6 +412,7 @@ def _check_name(name, allow_auto: bool = True) -> str:
 def choose(device, name: str | None = None) -> Precision:
     """The precision to train with on ``device``: ``name``, else ``$COURSE_PRECISION``, else auto.
 
+    ``auto`` on a CPU runs (or reads from the cache) the bf16 probe; see the module docstring.
     Asking for ``fp16`` or ``bf16`` on a device that cannot do it raises a ``ValueError``
     that says what to use instead.
     """
@@ -150,14 +420,20 @@ def choose(device, name: str | None = None) -> Precision:
         name = os.environ.get("COURSE_PRECISION", "auto")
     key = _check_name(name)
     device_type = torch.device(device).type
-    if key == "auto":
-        key = _auto(device_type)
+    if key != "auto":
+        probe = Probe("override", cpu=cpu_model(), threads=torch.get_num_threads())
+    elif device_type == "cpu":
+        probe = cpu_probe()
+        key = probe.choice
+    else:
+        probe = Probe("not cpu", cpu=cpu_model(), threads=torch.get_num_threads())
+        key = _auto_not_cpu(device_type)
     if device_type == "mps" and key != "fp32":
         raise ValueError(f"precision {key!r} is not supported on Apple MPS here; use 'fp32'")
     if device_type == "cuda" and key == "bf16" and not torch.cuda.is_bf16_supported():
         raise ValueError("this CUDA GPU has no bf16 support; use 'fp16' (with a gradient "
                          "scaler) or 'fp32'")
-    return Precision(key, device_type)
+    return Precision(key, device_type, probe=probe)
 
 
 def set_current(precision: Precision) -> Precision:

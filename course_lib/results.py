@@ -22,10 +22,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .precision import current
+from .precision import Probe, cpu_model, current
 from .runtime import results_dir
 
 PROFILES = ("full", "smoke", "gpu")
+RUN_FIELDS = ("notebook", "profile", "seed", "device", "torch", "wall_seconds", "precision",
+              "cpu", "threads")  # the card's plain fields, in the order a card table shows them
 
 
 def _plain(value):
@@ -61,7 +63,10 @@ def make_card(
     """Build the card as a dict (validated, JSON-ready).
 
     ``precision`` (what training ran in: ``float32``, ``bf16 autocast``, ...) defaults to the
-    one ``runtime.setup`` chose (``course_lib.precision.current()``).
+    one ``runtime.setup`` chose (``course_lib.precision.current()``). The card also records
+    the machine: ``cpu`` (model name), ``threads`` (PyTorch's CPU threads) and
+    ``precision_probe`` (``{"bf16_speedup": 0.71, "source": "cached"}``: how the precision
+    was chosen, see ``course_lib.precision.Probe``).
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
@@ -75,6 +80,9 @@ def make_card(
         "torch": torch.__version__.split("+")[0],
         "wall_seconds": round(float(wall_seconds), 1),
         "precision": str(precision) if precision is not None else current().card_name,
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "precision_probe": (current().probe or Probe("override")).card(),
         "params": _plain(params or {}),
         "metrics": _plain(metrics),
     }
@@ -99,11 +107,11 @@ def card_table(card: dict) -> pd.DataFrame:
     """The card as a two-column table (nested dicts become ``name.key`` rows); printed or
     displayed, it shows every row."""
     rows = []
-    for key in ("notebook", "profile", "seed", "device", "torch", "wall_seconds", "precision"):
-        if key in card:  # cards written before precision was recorded lack it
+    for key in RUN_FIELDS:
+        if key in card:  # older cards lack the fields added later (precision, cpu, ...)
             rows.append((key, card[key]))
-    for group in ("params", "metrics"):
-        for name, value in card[group].items():
+    for group in ("precision_probe", "params", "metrics"):
+        for name, value in card.get(group, {}).items():
             if isinstance(value, dict):
                 rows.extend((f"{group}.{name}.{k}", v) for k, v in value.items())
             else:

@@ -14,6 +14,8 @@ Environment variables (all optional):
 ``COURSE_PROGRESS``  ``auto`` (widgets in Jupyter), ``text`` (one line per bar) or ``off``
 ``COURSE_PRECISION`` ``auto``, ``fp32``, ``bf16`` or ``fp16`` for notebooks that train with
                      mixed precision (``setup(precision="auto")``; see ``course_lib.precision``)
+``COURSE_CACHE_DIR`` folder for per-machine measurements such as the bf16 probe (default:
+                     ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``)
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ def artifacts_dir() -> Path:
     path = Path(env).expanduser() if env else repo_root() / "artifacts"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def cache_dir() -> Path:
+    """Folder for what is measured once per machine (the precision probe), not committed:
+    ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``."""
+    env = os.environ.get("COURSE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "course_lib"
 
 
 # --------------------------------------------------------------------------- seeds
@@ -142,18 +154,22 @@ def setup(seed: int = 0, device: str | None = None, threads: int | None = None,
 
     ``precision`` is what the notebook trains with: ``"fp32"`` (the default: no autocast) or
     ``"auto"`` for a notebook that trains under ``course_lib.precision``'s autocast, which
-    then picks bf16, fp16 or fp32 for the device (``$COURSE_PRECISION`` overrides ``auto``).
+    then picks bf16, fp16 or fp32 for the device (``$COURSE_PRECISION`` overrides ``auto``);
+    on a CPU that choice comes from a measurement, printed on a second line:
+    ``precision: fp32 (probe: bf16 0.71x the speed of fp32 on AMD EPYC, 2 threads; cached)``.
     ``precision.current()`` returns the choice, and results cards record it.
     """
     from . import precision as _precision
 
-    set_seed(seed)
     dev = get_device(device)
     n = set_threads(threads)
     mp = _precision.choose(dev, None if precision == "auto" else precision)
     _precision.set_current(mp)
+    set_seed(seed)  # last: nothing chosen above can move the random state a notebook starts from
     print(f"torch {torch.__version__} | device: {dev.type} | CPU threads: {n} | "
           f"precision: {mp.name} | seed: {seed}")
+    if mp.probe is not None and mp.probe.source in ("measured", "cached", "skipped", "failed"):
+        print(f"precision: {mp.name} ({mp.probe})")
     return dev
 
 

@@ -28,10 +28,18 @@ def results_dir(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- make_card
-def test_make_card_fields():
+@pytest.fixture(autouse=True)
+def _fp32(monkeypatch):
+    """Cards of a notebook that trains in float32, as ``runtime.setup`` leaves it."""
     from course_lib import precision
 
+    saved = precision._CURRENT
     precision.set_current(precision.Precision("fp32"))
+    yield
+    precision._CURRENT = saved
+
+
+def test_make_card_fields():
     card = make_card("04_sequence_reversal", **ARGS)
     assert card == {
         "notebook": "04_sequence_reversal",
@@ -41,9 +49,13 @@ def test_make_card_fields():
         "torch": torch.__version__.split("+")[0],
         "wall_seconds": 41.2,
         "precision": "float32",  # what runtime.setup chose; float32 unless a notebook opts in
+        "cpu": results.cpu_model(),  # the machine: CPU model and PyTorch's threads
+        "threads": torch.get_num_threads(),
+        "precision_probe": {"bf16_speedup": None, "source": "override"},  # named, not measured
         "params": {"full_model": 35012},
         "metrics": {"simple_mse": 0.91, "full_mse": 0.0004},
     }
+    assert list(card)[:7] == list(results.RUN_FIELDS)[:7], "the first fields keep their order"
     assert "+" not in card["torch"]
     json.dumps(card)  # JSON-ready
 
@@ -146,6 +158,10 @@ def test_card_table_rows():
         "torch",
         "wall_seconds",
         "precision",
+        "cpu",
+        "threads",
+        "precision_probe.bf16_speedup",
+        "precision_probe.source",
         "params.full_model",
         "metrics.bleu.val",
         "metrics.bleu.test",
@@ -157,6 +173,16 @@ def test_card_table_rows():
     assert table.loc["notebook", "value"] == "nb"
     assert table.loc["seed", "value"] == "0"
     assert table.loc["wall_seconds", "value"] == "41.2"
+
+
+def test_card_table_of_an_older_card_shows_what_it_has():
+    """Cards written before cpu, threads and the probe were recorded print as they did."""
+    card = make_card("nb", **ARGS)
+    for key in ("precision", "cpu", "threads", "precision_probe"):
+        del card[key]
+    assert card_table(card).index.tolist() == [
+        "notebook", "profile", "seed", "device", "torch", "wall_seconds",
+        "params.full_model", "metrics.simple_mse", "metrics.full_mse"]
 
 
 # --------------------------------------------------------------------------- write / read

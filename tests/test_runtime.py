@@ -16,6 +16,8 @@ ENV = (
     "COURSE_RESULTS_DIR",
     "COURSE_ARTIFACTS_DIR",
     "COURSE_PROGRESS",
+    "COURSE_CACHE_DIR",
+    "XDG_CACHE_HOME",
 )
 
 
@@ -186,6 +188,16 @@ def test_paths_honour_environment(monkeypatch, tmp_path):
     assert runtime.results_dir() == tmp_path / "r"
     assert runtime.artifacts_dir() == tmp_path / "a"
     assert (tmp_path / "a").is_dir()  # created on demand
+
+
+def test_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert runtime.cache_dir() == tmp_path / "home" / ".cache" / "course_lib"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert runtime.cache_dir() == tmp_path / "xdg" / "course_lib"
+    monkeypatch.setenv("COURSE_CACHE_DIR", "~/probe-cache")  # wins over both
+    assert runtime.cache_dir() == tmp_path / "home" / "probe-cache"
+    assert not (tmp_path / "home").exists(), "asking for the folder creates nothing"
 
 
 def test_paths_expand_home(monkeypatch, tmp_path):
