@@ -97,3 +97,125 @@ def loglog_slope(x, y) -> float:
         raise ValueError("x must take at least two different values")
     slope = np.polyfit(np.log(x), np.log(y), 1)[0]
     return float(slope) if math.isfinite(slope) else float("nan")
+
+
+# --------------------------------------------------------------------------- several at once
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The processor's name as the operating system reports it (``"unknown"`` if it does not).
+
+    Timings belong to a machine: print this next to them.
+    """
+    import platform
+
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _seconds_per_call(fn, number: int) -> float:
+    import time
+
+    _sync()
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    _sync()
+    return (time.perf_counter() - start) / number
+
+
+def time_interleaved(fns, repeats: int = 7, min_time: float = 0.05, warmup: int = 1,
+                     progress: str | None = None):
+    """Time several functions round by round: one row per (name, round), seconds per call.
+
+    ``fns`` maps a name to a function of no arguments. Each function is first run ``warmup``
+    times and its number of calls per measurement is chosen so that one measurement lasts
+    about ``min_time`` seconds. Then every round measures every function once, in turn
+    (A, B, C, A, B, C, ...), so that a slow moment of a shared machine lands on all of them
+    rather than on one. Summarise with ``summarize_times`` (median and spread per name).
+    ``progress`` (a description) shows a progress bar over the rounds.
+    Returns a DataFrame with columns ``name``, ``round``, ``seconds``.
+    """
+    import pandas as pd
+
+    if not isinstance(fns, dict) or not fns:
+        raise TypeError("fns must be a non-empty dict {name: function of no arguments}")
+    for fn in fns.values():
+        _check_callable(fn)
+    if not (isinstance(repeats, int) and repeats >= 1):
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    if not (isinstance(min_time, (int, float)) and min_time > 0):
+        raise ValueError(f"min_time must be a positive number of seconds, got {min_time!r}")
+    if not (isinstance(warmup, int) and warmup >= 0):
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    numbers = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        once = _seconds_per_call(fn, 1)
+        numbers[name] = max(1, int(math.ceil(min_time / max(once, 1e-9))))
+    rounds = range(repeats)
+    if progress:
+        from .runtime import progress as bar
+
+        rounds = bar(rounds, desc=progress)
+    rows = []
+    for r in rounds:
+        for name, fn in fns.items():
+            rows.append({"name": name, "round": r,
+                         "seconds": _seconds_per_call(fn, numbers[name])})
+    return pd.DataFrame(rows)
+
+
+def summarize_times(times):
+    """Per name of a ``time_interleaved`` table: median seconds and the spread of the rounds.
+
+    Columns: ``median``, ``q25`` and ``q75`` (the middle half of the rounds), ``spread`` (the
+    interquartile range relative to the median) and ``rounds``. Rows keep the order of the
+    names in ``times``.
+    """
+    missing = {"name", "seconds"} - set(times.columns)
+    if missing:
+        raise ValueError(f"times needs the columns of time_interleaved; missing {sorted(missing)}")
+    grouped = times.groupby("name", sort=False)["seconds"]
+    out = grouped.median().to_frame("median")
+    out["q25"], out["q75"] = grouped.quantile(0.25), grouped.quantile(0.75)
+    out["spread"] = (out["q75"] - out["q25"]) / out["median"]
+    out["rounds"] = grouped.size()
+    out.index.name = None
+    return out
+
+
+def cache_bytes(level: int = 3, cpu_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """Size in bytes of the CPU's data (or unified) cache at ``level``, or None if unknown.
+
+    Read from Linux's sysfs; other systems (and containers that hide it) give None. Whether
+    a computation's working set fits in this cache decides whether it runs at the speed of
+    the cache or of main memory.
+    """
+    from pathlib import Path
+
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    for index in sorted(Path(cpu_dir).glob("index*")):
+        try:
+            if int((index / "level").read_text().strip()) != level:
+                continue
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        try:
+            return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        except ValueError:
+            return None
+    return None

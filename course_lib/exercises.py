@@ -54,6 +54,11 @@ class _Checker:
         """
         if rel is None and abs is None:
             raise ValueError("close() needs a tolerance: rel=... or abs=...")
+        for name, tol in (("rel", rel), ("abs", abs)):
+            if tol is not None and not (isinstance(tol, (int, float)) and not
+                                        isinstance(tol, bool) and math.isfinite(tol)
+                                        and tol >= 0):
+                raise ValueError(f"close(): {name} must be a finite number >= 0, got {tol!r}")
         try:
             value = float(value)
         except (TypeError, ValueError):

@@ -95,3 +95,79 @@ def test_loglog_slope_recovers_the_exponent():
 def test_loglog_slope_rejects_bad_input(x, y, match):
     with pytest.raises(ValueError, match=match):
         loglog_slope(x, y)
+
+
+# --------------------------------------------------------------------------- interleaved timing
+def test_time_interleaved_measures_every_function_every_round():
+    from course_lib.cost import summarize_times, time_interleaved
+
+    small, large = torch.randn(16, 16), torch.randn(256, 256)
+    times = time_interleaved({"small": lambda: small @ small, "large": lambda: large @ large},
+                             repeats=4, min_time=0.01)
+    assert list(times.columns) == ["name", "round", "seconds"]
+    assert list(times["name"]) == ["small", "large"] * 4  # interleaved, round by round
+    assert (times["seconds"] > 0).all()
+    summary = summarize_times(times)
+    assert list(summary.index) == ["small", "large"]
+    assert (summary["rounds"] == 4).all()
+    assert (summary["q25"] <= summary["median"]).all()
+    assert (summary["median"] <= summary["q75"]).all()
+    assert summary.loc["large", "median"] > summary.loc["small", "median"]
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(fns={}), TypeError, "non-empty dict"),
+    (dict(fns={"a": 3}), TypeError, "function of no arguments"),
+    (dict(fns={"a": lambda: None}, repeats=0), ValueError, "repeats"),
+    (dict(fns={"a": lambda: None}, min_time=0), ValueError, "min_time"),
+    (dict(fns={"a": lambda: None}, warmup=-1), ValueError, "warmup"),
+])
+def test_time_interleaved_bad_inputs(kwargs, error, message):
+    from course_lib.cost import time_interleaved
+
+    with pytest.raises(error, match=message):
+        time_interleaved(**kwargs)
+
+
+def test_summarize_times_needs_the_columns():
+    import pandas as pd
+
+    from course_lib.cost import summarize_times
+
+    with pytest.raises(ValueError, match="seconds"):
+        summarize_times(pd.DataFrame({"name": ["a"]}))
+
+
+def test_cpu_model_reads_cpuinfo(tmp_path):
+    from course_lib.cost import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t: fpu\n")
+    assert cpu_model(str(info)) == "Example CPU 9000"
+    assert isinstance(cpu_model(str(tmp_path / "missing")), str)  # falls back, never raises
+    assert cpu_model()  # this machine: some name
+
+
+def test_cache_bytes_reads_sysfs(tmp_path):
+    from course_lib.cost import cache_bytes
+
+    for name, level, kind, size in [("index0", 1, "Data", "32K"), ("index1", 1, "Instruction",
+                                     "64K"), ("index2", 2, "Unified", "512K"),
+                                    ("index3", 3, "Unified", "8192K")]:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
+        (folder / "size").write_text(f"{size}\n")
+    assert cache_bytes(1, str(tmp_path)) == 32 * 1024  # the data cache, not the instruction one
+    assert cache_bytes(3, str(tmp_path)) == 8 * 1024**2
+    assert cache_bytes(4, str(tmp_path)) is None
+    assert cache_bytes(3, str(tmp_path / "missing")) is None
+
+
+def test_time_interleaved_with_a_progress_bar(monkeypatch):
+    from course_lib.cost import time_interleaved
+
+    monkeypatch.setenv("COURSE_PROGRESS", "off")
+    times = time_interleaved({"a": lambda: None}, repeats=3, min_time=0.001, progress="timing")
+    assert len(times) == 3

@@ -98,3 +98,37 @@ def test_bleu_statistics_in_a_paired_bootstrap():
 def test_bleu_bad_inputs_say_what_to_do(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- seed_interval
+def test_seed_interval_is_the_t_interval_with_the_sample_std():
+    x = np.array([1.0, 2.0, 4.0])
+    iv = stats.seed_interval(x)
+    half = 4.302653 * x.std(ddof=1) / np.sqrt(3)  # t quantile for 2 degrees of freedom
+    assert iv.estimate == pytest.approx(7 / 3)
+    assert (iv.low, iv.high) == pytest.approx((7 / 3 - half, 7 / 3 + half), rel=1e-5)
+
+
+def test_seed_interval_paired_by_seed_removes_what_the_seeds_share():
+    seed_luck = np.array([0.0, 10.0, -10.0, 5.0])
+    a, b = seed_luck + 1.0 + np.array([0.1, -0.1, 0.0, 0.05]), seed_luck
+    paired = stats.seed_interval(a, b)
+    assert 0.8 < paired.low < paired.high < 1.2 and not paired.contains(0.0)
+    unpaired_a = stats.seed_interval(a)
+    assert unpaired_a.high - unpaired_a.low > 10 * (paired.high - paired.low)
+
+
+def test_seed_interval_contains_zero_for_noise():
+    rng = np.random.default_rng(5)
+    assert stats.seed_interval(rng.normal(0, 1, 3), rng.normal(0, 1, 3)).contains(0.0)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: stats.seed_interval([1.0]), "at least 2 seeds"),
+    (lambda: stats.seed_interval([1.0, 2.0], [1.0]), "one score per seed"),
+    (lambda: stats.seed_interval([1.0, np.nan]), "finite"),
+    (lambda: stats.seed_interval([1.0, 2.0], level=95), "between 0 and 1"),
+])
+def test_seed_interval_bad_inputs(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

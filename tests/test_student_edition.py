@@ -188,3 +188,76 @@ def test_a_broken_notebook_stops_everything_and_every_error_is_listed(tmp_path):
     assert not dst.exists() or not list(dst.iterdir())  # nothing written
     with pytest.raises(se.ConventionError):
         se.check(src, dst, URL, BRANCH)
+
+
+# --------------------------------------------------------------------------- check cells
+CHECK_SOURCE = ("# Check 1\nwith exercises.check(1) as c:\n"
+                "    c.that(y == 2 * x, 'double x, do not add 2')")
+
+
+def _chapter_with_check(check_source=CHECK_SOURCE, check_tags=("check", "hide-input"),
+                        before_solution=False):
+    nb = _chapter()
+    check = _code(check_source, tags=check_tags)
+    at = 4 if before_solution else 5  # cell 4 is '# Solution 1'
+    nb.cells.insert(at, check)
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"c{i}"
+    return nb
+
+
+def test_check_cell_is_kept_in_the_student_copy_without_outputs():
+    nb = _chapter_with_check()
+    student = se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
+    check = _by_id(student, "c5")
+    assert check.source == CHECK_SOURCE  # kept word for word: it fails until answered
+    assert check.metadata == {"tags": ["check", "hide-input"]}
+    assert check.outputs == [] and check.execution_count is None
+    assert _by_id(student, "c4").source == "# Exercise 1: your solution here\n"
+
+
+def test_check_cell_may_use_the_names_of_its_solution():
+    nb = _chapter_with_check()  # uses y, defined only by '# Solution 1'
+    assert se.check_convention(nb, "03_x.ipynb") == {4: 1}
+
+
+def test_the_same_lines_without_the_check_tag_are_an_error():
+    nb = _chapter_with_check(check_tags=())
+    with pytest.raises(se.ConventionError, match=r"cell 5 \(id c5\).*\['y'\]"):
+        se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
+
+
+@pytest.mark.parametrize("source", [
+    "# Check 2\nprint(y)",  # no '# Solution 2'
+    "# check 1\nprint(y)",  # not '# Check N'
+    "with exercises.check(1) as c:\n    c.that(y, 'x')",  # no first line at all
+])
+def test_check_tag_needs_the_check_line_of_an_earlier_solution(source):
+    nb = _chapter_with_check(check_source=source)
+    with pytest.raises(se.ConventionError, match=r"cell 5 \(id c5\).*'# Check N'"):
+        se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
+
+
+def test_check_cell_before_its_solution_is_an_error():
+    nb = _chapter_with_check(before_solution=True)
+    with pytest.raises(se.ConventionError, match=r"cell 4 \(id c4\).*follow the cell"):
+        se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
+
+
+def test_cells_after_a_check_still_may_not_use_solution_names():
+    nb = _chapter_with_check()
+    nb.cells[-1].source = "print(y)"  # after the check: the student copy would fail here
+    with pytest.raises(se.ConventionError, match=r"\['y'\].*solution cell 4"):
+        se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
+
+
+def test_chapters_with_checks_import_the_checker_before_the_first_check():
+    for path in se.chapter_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        checks = [i for i, c in enumerate(code) if "check" in c.metadata.get("tags", [])]
+        if not checks:
+            continue
+        imports = [i for i, c in enumerate(code) if "exercises" in c.source
+                   and ("import" in c.source) and i < checks[0]]
+        assert imports, f"{path.name}: a check cell runs before course_lib.exercises is imported"
