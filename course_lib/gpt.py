@@ -369,19 +369,16 @@ def sliding_windows(sequences, window: int, stride: int, pad_id: int):
 def sliding_nll(model: GPT, sequences, stride: int, batch_size: int = 256,
                 device="cpu") -> tuple[float, int]:
     """Summed NLL of every id after the first of each sequence, each with >= max_len - stride
-    ids of context (where the sequence has them); and the number of ids scored."""
-    rows, scored = sliding_windows(sequences, model.config.max_len, stride,
-                                   pad_id=0 if model.config.pad_id is None else model.config.pad_id)
-    model.eval()
-    total, count = 0.0, 0
-    for start in range(0, rows.shape[0], batch_size):
-        chunk = rows[start:start + batch_size].to(device)
-        keep = scored[start:start + batch_size].to(device)
-        logits = model(chunk[:, :-1])
-        nll = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")  # [b, W]
-        total += float(nll[keep].sum())
-        count += int(keep.sum())
-    return total, count
+    ids of context (where the sequence has them); and the number of ids scored.
+
+    The sum of ``lm.target_nll`` over the same windows (one scoring loop for both).
+    """
+    from .lm import target_nll  # lm builds on this module, so it is imported here
+
+    pad = 0 if model.config.pad_id is None else model.config.pad_id
+    nll = target_nll(model, sequences, model.config.max_len, stride, batch_size=batch_size,
+                     device=device, pad_id=pad)
+    return float(nll.sum()), len(nll)
 
 
 _PLAIN_NAMES = (("position.embedding.", "position."), ("attn_sub.norm.", "norm1."),
