@@ -27,6 +27,9 @@ from tools import make_student_edition as se  # noqa: E402
 
 URL, BRANCH = "https://github.com/example-owner/example-course", "main"
 AUTOGRADED = ["01_attention.ipynb"]
+# nbgrader 0.9.6's gradebook with SQLAlchemy 2.x: harmless autoflush warnings when it
+# records a new submission
+pytestmark = pytest.mark.filterwarnings("ignore:Object of type:Warning")
 
 
 def _notebook(*cells):
