@@ -31,6 +31,13 @@ with a thousands separator at its last non-zero digit ("about 30,000" matches ``
 A number that truly belongs only to the prose (a fact cited from a paper, exact arithmetic
 spelled out in the text) goes into ``ALLOWED`` below with its reason. A measured number that
 is stale is never allowlisted: make a cell print it, or remove it from the prose.
+
+The translations (``locales/<language>/LC_MESSAGES/**/*.po``) quote the same numbers: in
+every translated message, the numbers of the translation (``msgstr``) are those of the
+English (``msgid``), as a multiset and as written (``message_numbers``: digits, thousands
+separators, decimals, exponent, and a ``%`` or ``x`` that follows), so a number checked in
+the English prose is the one the Chinese reader sees. Counting words may differ ("two
+approaches", 两种方法); a number written in digits may not.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -251,6 +259,40 @@ def violations(nb: dict, allowed: dict[str, str] | None = None) -> list[dict]:
     return out
 
 
+# ----------------------------------------------------------------------- the translations
+# A number as written: digits with thousands separators, decimals, an exponent, and the
+# percent sign (with the space before it, if any) or a factor's x that follows it.
+_MESSAGE_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+\u2212]?\d+)?"
+                             r"(?: ?%|[x\u00d7](?![A-Za-z0-9_]))?")
+CATALOGUES = sorted((ROOT / "locales").glob("*/LC_MESSAGES/**/*.po"))
+
+
+def message_numbers(text: str) -> Counter:
+    """The numbers of a catalogue message as written, with their multiplicity."""
+    return Counter(m.group() for m in _MESSAGE_NUMBER.finditer(text))
+
+
+def translation_mismatches(catalogue) -> list[dict]:
+    """Translated messages of a babel catalogue whose numbers differ from the English."""
+    out = []
+    for message in catalogue:
+        if not message.id or not message.string or isinstance(message.id, tuple):
+            continue
+        english, translated = message_numbers(message.id), message_numbers(message.string)
+        if english != translated:
+            out.append({"msgid": message.id, "lineno": message.lineno,
+                        "missing": sorted((english - translated).elements()),
+                        "extra": sorted((translated - english).elements())})
+    return out
+
+
+def _read_po(path: Path):
+    from babel.messages.pofile import read_po
+
+    with path.open(encoding="utf-8") as handle:
+        return read_po(handle)
+
+
 # ----------------------------------------------------------------------- the tests
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_quoted_number_is_printed(path):
@@ -368,3 +410,52 @@ def test_ignored_numbers(text):
 ])
 def test_checked_numbers(text, expected):
     assert [q for q, _ in quoted_numbers(text)] == expected
+
+
+# ----------------------------------------------------------------------- the translations
+@pytest.mark.parametrize("path", CATALOGUES,
+                         ids=[str(p.relative_to(ROOT / "locales")) for p in CATALOGUES])
+def test_translations_quote_the_numbers_of_the_english(path):
+    bad = translation_mismatches(_read_po(path))
+    assert not bad, (
+        f"{path.relative_to(ROOT)}: {len(bad)} translated message(s) whose numbers differ "
+        "from the English (write each number exactly as the msgid does: same digits, "
+        "separators, decimals, % and x):\n"
+        + "\n".join(f"  line {b['lineno']}: missing {b['missing']}, extra {b['extra']} in: "
+                    f"{' '.join(b['msgid'].split())[:100]}" for b in bad))
+
+
+def test_there_are_catalogues_to_check():
+    assert any("zh_CN" in p.parts for p in CATALOGUES), "no locales/zh_CN catalogue found"
+
+
+@pytest.mark.parametrize("english, translated, ok", [
+    ("MAE 0.792 against 0.795", "MAE 为 0.792，对比 0.795", True),
+    ("MAE 0.792 against 0.795", "MAE 为 0.79，对比 0.795", False),  # rounded
+    ("8,744 windows", "8744 个窗口", False),  # separator dropped
+    ("8,744 windows", "8,744 个窗口", True),
+    ("about 1.81x faster", "快约 1.81x", True),
+    ("about 1.81x faster", "快约 1.81 倍", False),  # the factor's x is part of the number
+    ("a 95 % interval", "95% 区间", False),
+    ("a 95 % interval", "95 % 区间", True),
+    ("lr 1e-3 in 2014,", "2014 年学习率 1e-3，", True),
+    ("chapter 7 and `d_k = 64`", "第 7 章和 `d_k = 64`", True),
+    ("chapter 7", "第七章", False),  # a number in digits stays in digits
+    ("two approaches", "两种方法", True),
+    ("the 5-gram and 3-grams", "5 元语法模型和 3 元组", True),
+    ("0.41 and 0.41", "0.41", False),  # a multiset: both occurrences
+])
+def test_translation_numbers_rule(english, translated, ok):
+    from babel.messages.catalog import Catalog
+
+    catalogue = Catalog(locale="zh_CN")
+    catalogue.add(english, translated)
+    assert (translation_mismatches(catalogue) == []) is ok
+
+
+def test_untranslated_messages_are_left_to_the_staleness_test():
+    from babel.messages.catalog import Catalog
+
+    catalogue = Catalog(locale="zh_CN")
+    catalogue.add("MAE 0.792", "")
+    assert translation_mismatches(catalogue) == []
