@@ -2,12 +2,16 @@
 
 Tests the Sphinx extension in book/_ext/ (``results_claims``) as plain Python, the committed
 ``book/claims.yml`` against the committed cards (a renamed metric fails here, before the
-book is built), and one small Sphinx build that uses the directives the way the book does.
+book is built), and small Sphinx builds that use the directives the way the book does: in
+English, in Chinese (every claim has its Chinese words, the generated text comes from the
+extension's Chinese templates) and with the gettext builder (no generated text becomes a
+catalogue message).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -17,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import results_claims as rc  # noqa: E402
-from test_prose_numbers import quoted_numbers  # noqa: E402
+import results_format as rf  # noqa: E402
+from test_prose_numbers import message_numbers, quoted_numbers  # noqa: E402
 
 CLAIMS = ROOT / "book" / "claims.yml"
 RESULTS = ROOT / "book" / "results"
@@ -63,6 +68,28 @@ def test_no_number_is_typed_on_the_results_page():
         typed = [q for q, _ in quoted_numbers(path.read_text(encoding="utf-8"))
                  if q not in allowed]
         assert typed == [], f"{path.name} types numbers by hand: {typed}"
+
+
+def test_every_claim_has_its_chinese_text_with_the_same_numbers():
+    """The Chinese edition's build stops on a claim without Chinese words; this fails first.
+    A number in the English words (chapter 7, 128 tokens) is in the Chinese ones, as written."""
+    entries = rc.load_claims(CLAIMS, "zh_CN")
+    rows = rc.bind_all(CLAIMS, RESULTS, "zh_CN")
+    english = rc.bind_all(CLAIMS, RESULTS)
+    assert len(rows) == len(english) == len(entries)
+    for entry, zh, en in zip(entries, rows, english):
+        where = f"claims.yml, {entry['notebook']}: {en.claim[:50]!r}"
+        for field, zh_text, en_text in [("claim", zh.claim, en.claim),
+                                        ("metric", zh.metric, en.metric),
+                                        ("ours", zh.ours.label, en.ours.label),
+                                        ("baseline", zh.baseline.label, en.baseline.label)]:
+            assert message_numbers(zh_text) == message_numbers(en_text), (
+                f"{where}: zh.{field} {zh_text!r} has numbers {message_numbers(zh_text)}, "
+                f"the English {en_text!r} has {message_numbers(en_text)}")
+            if field in ("claim", "metric"):
+                assert re.search("[\u4e00-\u9fff]", zh_text), f"{where}: zh.{field} is not Chinese"
+        assert (zh.ours.value, zh.baseline.value, zh.verdict) == \
+            (en.ours.value, en.baseline.value, en.verdict)
 
 
 def test_seed_sentence_names_every_card_with_several_seeds():
@@ -129,6 +156,66 @@ def test_claims_file_is_checked(tmp_path, entry, message):
         rc.load_claims(path)
 
 
+ZH = {"claim": "模型对比基线。", "metric": "测试集 MAE", "ours": "模型", "baseline": "基线"}
+
+
+@pytest.mark.parametrize("zh, message", [
+    ({k: v for k, v in ZH.items() if k != "metric"}, "zh needs exactly the texts"),
+    ({**ZH, "verdict": "领先"}, "zh needs exactly the texts"),
+    ({**ZH, "ours": "  "}, "each non-empty"),
+    ("模型对比基线", "zh needs exactly the texts"),
+])
+def test_chinese_text_of_a_claim_is_checked(tmp_path, zh, message):
+    import yaml
+
+    path = tmp_path / "claims.yml"
+    path.write_text(yaml.safe_dump([claim(zh=zh)], allow_unicode=True), encoding="utf-8")
+    with pytest.raises(rc.ClaimError, match=message):
+        rc.load_claims(path)  # checked in the English build too
+
+
+def test_a_claim_without_chinese_stops_only_the_chinese_edition(tmp_path):
+    import yaml
+
+    path = tmp_path / "claims.yml"
+    path.write_text(yaml.safe_dump([claim()]), encoding="utf-8")
+    assert rc.load_claims(path) and rc.load_claims(path, "en")
+    with pytest.raises(rc.ClaimError, match=r"claim 1 \(05_demo\): no 'zh' text, which the "
+                       r"zh_CN edition needs"):
+        rc.load_claims(path, "zh_CN")
+    path.write_text(yaml.safe_dump([claim(zh=ZH)], allow_unicode=True), encoding="utf-8")
+    r = rc.bind(rc.load_claims(path, "zh_CN")[0], {"05_demo": CARD}, "zh_CN")
+    assert (r.claim, r.metric, r.ours.label, r.baseline.label) == \
+        (ZH["claim"], ZH["metric"], ZH["ours"], ZH["baseline"])
+    assert (r.ours.value, r.verdict) == (0.79, "ahead")
+
+
+def test_every_language_has_every_template_with_the_same_placeholders():
+    import string
+
+    def fields(template):
+        return sorted(f for _, f, _, _ in string.Formatter().parse(template) if f)
+
+    english = rf.TEXTS["en"]
+    for language, templates in rf.TEXTS.items():
+        assert set(templates) == set(english), (
+            language, sorted(set(english) ^ set(templates)))
+        for key, template in templates.items():
+            assert fields(template) == fields(english[key]), (language, key, template)
+            assert message_numbers(template) == message_numbers(english[key]), (language, key)
+    assert rf.language_key("zh_CN") == "zh" and rf.language_key(None) == "en"
+    with pytest.raises(ValueError, match="no texts for language 'fr'.*TEXTS in "
+                       "book/_ext/results_format.py"):
+        rf.texts("fr")
+
+
+def test_chinese_spacing_of_assembled_text():
+    assert rf.tidy("06 · 梯度提升 对比 岭回归", "zh_CN") == "06 · 梯度提升对比岭回归"
+    assert rf.tidy("2 个进程（DDP） 对比 1 个进程", "zh_CN") == "2 个进程（DDP）对比 1 个进程"
+    assert rf.tidy("06 · Transformer 对比 MLP", "zh_CN") == "06 · Transformer 对比 MLP"
+    assert rf.tidy("a 对比 b", "en") == "a 对比 b"
+
+
 # --------------------------------------------------------------------------- verdicts
 @pytest.mark.parametrize("low, high, better, verdict", [
     (-0.07, -0.03, "lower", "ahead"),
@@ -150,6 +237,18 @@ def test_verdict_without_an_interval_only_compares_and_says_so():
     assert row(ours=0.84).verdict == "equal"
     assert row().basis == "no interval: single run"
     assert row(seeds=3).basis == "no interval for the gap: means over 3 seeds"
+
+
+def test_verdicts_and_numbers_in_chinese():
+    assert rc.verdict_text(row(-0.07, -0.03), "zh_CN") == "领先"
+    assert rc.verdict_text(row(-0.02, 0.03), "zh_CN") == "持平"
+    assert rc.basis_text(row(-0.02, 0.03), "zh_CN") == "差值的 95% 区间包含 0"
+    assert rc.basis_text(row(seeds=3), "zh_CN") == "差值没有区间：3 个随机种子的均值"
+    assert rc.gap_text(row(-0.07, -0.03), "zh_CN") == "差值 -0.05，95% 区间 [-0.07, -0.03]"
+    assert rc.gap_text(row(-0.07, -0.03)) == "gap -0.05, 95% interval [-0.07, -0.03]"
+    side = rc.Side("模型", 0.79, "k", spread=0.01, seeds=3)
+    assert rc.side_detail(side, "zh_CN") == "\u00b1 0.01（标准差），3 个随机种子的均值"
+    assert rc.side_value(rc.Side("无缓存", 1.0), "zh_CN") == "1（按定义）"
 
 
 def test_ratio_baseline_is_one_by_definition():
@@ -181,35 +280,41 @@ def test_draw_makes_an_svg_with_every_claim(close_figures):
     assert "tie" in svg and "ahead" in svg and "values not positive" in svg
     assert "9,000" in svg  # a ratio beyond the axis is written out
     assert rc.draw(rows) == rc.draw(rows)  # the same bytes at every build (fixed hash salt)
+    zh = rc.draw(rows, language="zh_CN").decode("utf-8")
+    assert "持平" in zh and "领先" in zh and "数值不为正" in zh and "好 9,000\u00d7" in zh
+    assert "tie" not in zh and "better" not in zh
 
 
 # --------------------------------------------------------------------------- in Sphinx
-def _site(tmp_path: Path, claims: list[dict], cards: list[dict]) -> Path:
+def _site(tmp_path: Path, claims: list[dict], cards: list[dict], language: str = "en") -> Path:
     import yaml
 
     src = tmp_path / "src"
     (src / "book" / "results").mkdir(parents=True)
-    (src / "book" / "claims.yml").write_text(yaml.safe_dump(claims), encoding="utf-8")
+    (src / "book" / "claims.yml").write_text(yaml.safe_dump(claims, allow_unicode=True),
+                                             encoding="utf-8")
     for card in cards:
         (src / "book" / "results" / f"{card['notebook']}.json").write_text(json.dumps(card))
     (src / "conf.py").write_text(
         f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
-        "extensions = ['results_table']\n")
+        f"extensions = ['results_table']\nlanguage = {language!r}\n")
     (src / "index.rst").write_text("Results\n=======\n\n.. results-claims::\n\n"
-                                   ".. results-seeds::\n\n.. results-table::\n")
+                                   ".. results-seeds::\n\n.. results-table::\n\n"
+                                   ".. results-table::\n   :path: book/results/gpu\n")
     return src
 
 
-def _build(src: Path, tmp_path: Path) -> str:
+def _build(src: Path, tmp_path: Path, builder: str = "html") -> str:
     from sphinx.application import Sphinx
     from sphinx.util.docutils import docutils_namespace
 
-    out = tmp_path / "html"
+    out = tmp_path / builder
     with docutils_namespace():  # each build registers its nodes and directives afresh
-        app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), "html",
+        app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), builder,
                      status=None, warning=None, freshenv=True, warningiserror=True)
         app.build()
-    return (out / "index.html").read_text(encoding="utf-8")
+    page = "index.pot" if builder == "gettext" else "index.html"
+    return (out / page).read_text(encoding="utf-8")
 
 
 def test_directives_build_a_page_with_table_and_figure(tmp_path, close_figures):
@@ -218,6 +323,29 @@ def test_directives_build_a_page_with_table_and_figure(tmp_path, close_figures):
     assert "data:image/svg+xml;base64," in page
     assert "ahead" in page and "0.79" in page and "0.84" in page
     assert "05_demo (seeds = 3)" in page
+
+
+def test_the_chinese_page_is_generated_in_chinese(tmp_path, close_figures):
+    page = _build(_site(tmp_path, [claim(zh=ZH)], [CARD], language="zh_CN"), tmp_path)
+    for text in ("模型对比基线。", "测试集 MAE，越低越好", "领先", "差值的 95% 区间不包含 0",
+                 "差值 -0.05，95% 区间 [-0.07, -0.03]", "3 个随机种子的均值", "章节", "结论",
+                 "05_demo（seeds = 3）", "cpu 上用时 10 秒", "这里还没有结果卡片",
+                 'alt="表中每项比较里'):
+        assert text in page, text
+    assert "0.79" in page and "0.84" in page
+    for english in ("ahead", "lower is better", "Verdict", "No results cards", "seeds (", "gap "):
+        assert english not in page, english
+
+
+def test_no_generated_text_goes_into_the_catalogue(tmp_path, close_figures):
+    """The gettext build of the page extracts its title and nothing the directives generate
+    (tables, verdicts, numbers, the seed sentence, the figure's alt text and caption)."""
+    from babel.messages.pofile import read_po
+
+    pot = _build(_site(tmp_path, [claim(zh=ZH)], [CARD]), tmp_path, builder="gettext")
+    import io
+
+    assert [m.id for m in read_po(io.StringIO(pot)) if m.id] == ["Results"]
 
 
 def test_a_renamed_metric_stops_the_build(tmp_path):

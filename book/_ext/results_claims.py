@@ -18,22 +18,38 @@ drawn with matplotlib while the book is built and embedded in the page as SVG. :
 gives one sentence on the seeds the cards record. A claim whose card or key is missing stops
 the build (``ClaimError``, naming the chapter and the key): a renamed metric must not empty
 the page silently. The functions below are plain Python, tested in tests/test_results_page.py.
+
+In another language than English (Sphinx's ``language``, e.g. ``zh_CN`` for the Chinese
+edition) every generated word comes from that language's templates in ``results_format.TEXTS``
+and every claim's words from its translation in claims.yml (``zh: {claim, metric, ours,
+baseline}``); a claim without it stops the build of that edition. None of it goes into the
+gettext catalogue.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from docutils import nodes
 from docutils.parsers.rst import directives
-from results_format import fmt, table_row  # one number format and row builder for the page
+from results_format import (  # one number format, row builder and text set for the page
+    TEXTS,
+    fmt,
+    language_key,
+    table_row,
+    texts,
+    tidy,
+    untranslatable,
+)
 from sphinx import addnodes
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
@@ -42,7 +58,11 @@ OURS_COLOR = "#0072B2"  # blue, as positional information in course_lib.diagrams
 BASELINE_COLOR = "#8C8C8C"  # grey: course_lib.diagrams.MUTED
 INTERVAL_COLOR = "#56B4E9"  # sky blue
 
-CLAIM_FIELDS = {"notebook", "claim", "metric", "better", "ours", "baseline", "interval"}
+# A claim's words in each other language of the book: {"zh": {claim, metric, ours, baseline}}.
+TRANSLATIONS = sorted(set(TEXTS) - {"en"})
+TRANSLATED_FIELDS = {"claim", "metric", "ours", "baseline"}  # ours/baseline: their labels
+CLAIM_FIELDS = {"notebook", "claim", "metric", "better", "ours", "baseline", "interval",
+                *TRANSLATIONS}
 SIDE_FIELDS = {"label", "key", "spread", "seeds", "ratio"}
 
 
@@ -82,8 +102,13 @@ def load_cards(folder: Path) -> dict[str, dict]:
     return cards
 
 
-def load_claims(path: Path) -> list[dict]:
-    """The entries of ``claims.yml``, checked for shape (not yet against the cards)."""
+def load_claims(path: Path, language: str | None = None) -> list[dict]:
+    """The entries of ``claims.yml``, checked for shape (not yet against the cards).
+
+    Every translation a claim has must hold exactly the fields of ``TRANSLATED_FIELDS``;
+    with ``language`` other than English, every claim must have that language's.
+    """
+    lang = language_key(language)
     entries = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or []
     if not isinstance(entries, list):
         raise ClaimError(f"{path}: expected a list of claims, got {type(entries).__name__}")
@@ -114,6 +139,19 @@ def load_claims(path: Path) -> list[dict]:
                                      or set(interval) != {"low", "high"}):
             raise ClaimError(f"{where}: interval needs exactly the keys low and high, "
                              f"got {interval!r}")
+        for key in TRANSLATIONS:
+            if key not in entry:
+                if key == lang:
+                    raise ClaimError(
+                        f"{where}: no {key!r} text, which the {language} edition needs: add "
+                        f"`{key}: {{claim: ..., metric: ..., ours: ..., baseline: ...}}` (the "
+                        "claim, the metric and the two labels in that language)")
+                continue
+            text = entry[key]
+            if (not isinstance(text, dict) or set(text) != TRANSLATED_FIELDS
+                    or not all(isinstance(v, str) and v.strip() for v in text.values())):
+                raise ClaimError(f"{where}: {key} needs exactly the texts "
+                                 f"{sorted(TRANSLATED_FIELDS)}, each non-empty; got {text!r}")
     return entries
 
 
@@ -144,7 +182,9 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        """With an interval: ahead, behind or tie. Without one: better, worse or equal."""
+        """With an interval: ahead, behind or tie. Without one: better, worse or equal.
+
+        The English word is the key; ``verdict_text`` gives it in the page's language."""
         if self.low is not None:
             if self.low <= 0.0 <= self.high:
                 return "tie"
@@ -157,15 +197,23 @@ class Row:
 
     @property
     def basis(self) -> str:
-        """What the verdict rests on, in words."""
-        if self.low is not None:
-            if self.verdict == "tie":
-                return "the 95% interval of the gap contains 0"
-            return "the 95% interval of the gap excludes 0"
-        seeds = self.ours.seeds
-        if seeds and seeds > 1:
-            return f"no interval for the gap: means over {seeds} seeds"
-        return "no interval: single run"
+        """What the verdict rests on, in words (English; ``basis_text`` for another)."""
+        return basis_text(self, "en")
+
+
+def verdict_text(row: Row, language: str | None = "en") -> str:
+    return texts(language)[f"verdict_{row.verdict}"]
+
+
+def basis_text(row: Row, language: str | None = "en") -> str:
+    """What the verdict rests on, in words."""
+    text = texts(language)
+    if row.low is not None:
+        return text["basis_contains" if row.verdict == "tie" else "basis_excludes"]
+    seeds = row.ours.seeds
+    if seeds and seeds > 1:
+        return text["basis_seeds"].format(seeds=seeds)
+    return text["basis_single"]
 
 
 def _number(card: dict, key: str, chapter: str, what: str) -> float:
@@ -191,10 +239,11 @@ def _flat_keys(value, prefix: str) -> list[str]:
     return [prefix]
 
 
-def _side(spec: dict, card: dict, chapter: str, what: str) -> Side:
+def _side(spec: dict, card: dict, chapter: str, what: str, label: str | None = None) -> Side:
+    label = spec["label"] if label is None else label
     if spec.get("ratio"):
-        return Side(label=spec["label"], value=1.0)
-    side = Side(label=spec["label"], key=spec["key"],
+        return Side(label=label, value=1.0)
+    side = Side(label=label, key=spec["key"],
                 value=_number(card, spec["key"], chapter, f"{what} number"))
     if "spread" in spec:
         side.spread = _number(card, spec["spread"], chapter, f"{what} spread")
@@ -203,17 +252,27 @@ def _side(spec: dict, card: dict, chapter: str, what: str) -> Side:
     return side
 
 
-def bind(entry: dict, cards: dict[str, dict]) -> Row:
-    """One claim with its numbers from the cards; ``ClaimError`` if anything is missing."""
+def bind(entry: dict, cards: dict[str, dict], language: str | None = None) -> Row:
+    """One claim with its numbers from the cards; ``ClaimError`` if anything is missing.
+
+    The words (claim, metric, labels) are those of ``language``: the English fields, or the
+    claim's translation (checked by ``load_claims``)."""
     chapter = str(entry["notebook"])
     if chapter not in cards:
         raise ClaimError(f"book/claims.yml: chapter {chapter}: there is no results card "
                          f"book/results/{chapter}.json (cards: {sorted(cards)})")
     card = cards[chapter]
-    row = Row(notebook=chapter, claim=" ".join(str(entry["claim"]).split()),
-              metric=str(entry["metric"]), better=entry["better"],
-              ours=_side(entry["ours"], card, chapter, "our"),
-              baseline=_side(entry["baseline"], card, chapter, "baseline"))
+    lang = language_key(language)
+    if lang == "en":
+        words = {"claim": entry["claim"], "metric": entry["metric"],
+                 "ours": entry["ours"]["label"], "baseline": entry["baseline"]["label"]}
+    else:
+        words = entry[lang]
+    row = Row(notebook=chapter, claim=" ".join(str(words["claim"]).split()),
+              metric=" ".join(str(words["metric"]).split()), better=entry["better"],
+              ours=_side(entry["ours"], card, chapter, "our", label=str(words["ours"])),
+              baseline=_side(entry["baseline"], card, chapter, "baseline",
+                             label=str(words["baseline"])))
     if entry.get("interval"):
         row.low = _number(card, entry["interval"]["low"], chapter, "interval low")
         row.high = _number(card, entry["interval"]["high"], chapter, "interval high")
@@ -223,9 +282,9 @@ def bind(entry: dict, cards: dict[str, dict]) -> Row:
     return row
 
 
-def bind_all(claims_path: Path, results_dir: Path) -> list[Row]:
+def bind_all(claims_path: Path, results_dir: Path, language: str | None = None) -> list[Row]:
     cards = load_cards(results_dir)
-    return [bind(entry, cards) for entry in load_claims(claims_path)]
+    return [bind(entry, cards, language) for entry in load_claims(claims_path, language)]
 
 
 # ------------------------------------------------------------------------ formatting
@@ -233,25 +292,29 @@ def fmt_signed(value: float) -> str:
     return ("+" if value > 0 else "") + fmt(value)
 
 
-def side_value(side: Side) -> str:
-    return "1 (by definition)" if side.key is None else fmt(side.value)
+def side_value(side: Side, language: str | None = "en") -> str:
+    if side.key is None:
+        return texts(language)["by_definition"].format(value=fmt(side.value))
+    return fmt(side.value)
 
 
-def side_detail(side: Side) -> str:
+def side_detail(side: Side, language: str | None = "en") -> str:
     """The spread over seeds and their number, when the card has them ('' otherwise)."""
+    text = texts(language)
     parts = []
     if side.spread is not None:
-        parts.append(f"\u00b1 {fmt(side.spread)} (sd)")
+        parts.append(text["spread"].format(spread=fmt(side.spread)))
     if side.seeds and side.seeds > 1:
-        parts.append(f"mean of {side.seeds} seeds")
-    return ", ".join(parts)
+        parts.append(text["mean_of_seeds"].format(seeds=side.seeds))
+    return text["list_sep"].join(parts)
 
 
-def gap_text(row: Row) -> str:
-    text = f"gap {fmt_signed(row.gap)}"
+def gap_text(row: Row, language: str | None = "en") -> str:
+    text = texts(language)
+    out = text["gap"].format(gap=fmt_signed(row.gap))
     if row.low is not None:
-        text += f", 95% interval [{fmt_signed(row.low)}, {fmt_signed(row.high)}]"
-    return text
+        out += text["gap_interval"].format(low=fmt_signed(row.low), high=fmt_signed(row.high))
+    return out
 
 
 # ------------------------------------------------------------------------ the figure
@@ -268,12 +331,16 @@ def times_better(row: Row, ours_value: float | None = None) -> float | None:
     return ours / base if row.better == "higher" else base / ours
 
 
-def figure_rows(rows: list[Row]) -> list[dict]:
+def figure_rows(rows: list[Row], language: str | None = "en") -> list[dict]:
     """What the figure draws per claim, in times-better units (tested without matplotlib)."""
+    text = texts(language)
     out = []
     for row in rows:
-        verdict = row.verdict if row.low is not None else f"{row.verdict} (no interval)"
-        label = f"{row.notebook[:2]} \u00b7 {row.ours.label} vs {row.baseline.label}"
+        verdict = verdict_text(row, language)
+        if row.low is None:
+            verdict = text["fig_no_interval"].format(verdict=verdict)
+        label = tidy(text["fig_label"].format(chapter=row.notebook[:2], ours=row.ours.label,
+                                              baseline=row.baseline.label), language)
         item = {"verdict": verdict, "label": label, "metric": row.metric,
                 "ratio": times_better(row), "interval": None, "spread": None}
         if item["ratio"] is not None and row.low is not None:
@@ -297,7 +364,7 @@ def percent_better(ratio: float) -> float:
     return 100.0 * (ratio - 1.0)
 
 
-def draw(rows: list[Row], image_format: str = "svg") -> bytes:
+def draw(rows: list[Row], image_format: str = "svg", language: str | None = "en") -> bytes:
     """All claims on one axis: how much better than its baseline each one is, in percent.
 
     The axis is linear within a few percent of 0 and logarithmic beyond (matplotlib's
@@ -306,7 +373,8 @@ def draw(rows: list[Row], image_format: str = "svg") -> bytes:
     import matplotlib
     from matplotlib.figure import Figure
 
-    items = figure_rows(rows)
+    text = texts(language)
+    items = figure_rows(rows, language)
     with matplotlib.rc_context({"svg.hashsalt": "course-claims", "svg.fonttype": "none",
                                 "font.size": 8.5}):
         fig = Figure(figsize=(8.0, 1.1 + 0.42 * len(items)), layout="constrained")
@@ -317,7 +385,7 @@ def draw(rows: list[Row], image_format: str = "svg") -> bytes:
             ax.axhline(y, color="#EEEEEE", lw=0.6, zorder=0)
             ratio = it["ratio"]
             if ratio is None:
-                ax.text(0.0, y, "  values not positive: see the table", va="center",
+                ax.text(0.0, y, text["fig_not_positive"], va="center",
                         fontsize=7.5, color=BASELINE_COLOR)
                 continue
             x = percent_better(ratio)
@@ -336,7 +404,8 @@ def draw(rows: list[Row], image_format: str = "svg") -> bytes:
             shown = min(x, CLIP)
             ax.plot(shown, y, ">" if clipped else "o", color=OURS_COLOR, ms=5.5, zorder=3,
                     clip_on=False)
-            label = f"{fmt(ratio)}\u00d7 better" if clipped else f"{x:+.1f}%"
+            label = (text["fig_times_better"].format(ratio=fmt(ratio)) if clipped
+                     else f"{x:+.1f}%")
             ax.annotate(label, (shown, y), xytext=(0, 5), textcoords="offset points",
                         fontsize=7.5, ha="right" if clipped else "center", va="bottom",
                         color="#222222")
@@ -358,10 +427,16 @@ def draw(rows: list[Row], image_format: str = "svg") -> bytes:
         verdicts.set_yticks(range(len(items)), [it["verdict"] for it in items], fontsize=7.5)
         verdicts.tick_params(length=0)
         verdicts.spines["right"].set_visible(False)
-        ax.set_xlabel("how much better than the baseline (0 = equal)")
+        ax.set_xlabel(text["fig_xlabel"])
         buffer = io.BytesIO()
         metadata = {"Date": None} if image_format == "svg" else {}
-        fig.savefig(buffer, format=image_format, metadata=metadata, dpi=110)
+        with warnings.catch_warnings():
+            # Chinese labels: matplotlib's font has no CJK glyphs and lays them out with its
+            # missing-glyph box (about 1.15 em, a CJK glyph is 1 em, so the space suffices).
+            # The SVG keeps the text as text (svg.fonttype none): the reader's browser draws
+            # it with its own fonts.
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+            fig.savefig(buffer, format=image_format, metadata=metadata, dpi=110)
     return buffer.getvalue()
 
 
@@ -400,14 +475,19 @@ class ResultsClaims(SphinxDirective):
         self.env.note_dependency(str(claims_path))
         for path in sorted(results_dir.glob("*.json")):
             self.env.note_dependency(str(path))
-        rows = bind_all(claims_path, results_dir)  # ClaimError stops the build
+        language = self.env.config.language
+        text = texts(language)
+        rows = bind_all(claims_path, results_dir, language)  # ClaimError stops the build
         if not rows:
-            return [nodes.paragraph(text=f"No claims in {claims_path.name} yet.")]
-        return [self._table(rows), self._figure(rows)]
+            return untranslatable([nodes.paragraph(
+                text=text["no_claims"].format(name=claims_path.name))])
+        return untranslatable([self._table(rows), self._figure(rows)])
 
     def _table(self, rows: list[Row]) -> nodes.table:
-        columns = [("Chapter", 14), ("Claim", 34), ("Ours", 18), ("Baseline", 18),
-                   ("Verdict", 16)]
+        language = self.env.config.language
+        text = texts(language)
+        columns = [(text["col_chapter"], 14), (text["col_claim"], 34), (text["col_ours"], 18),
+                   (text["col_baseline"], 18), (text["col_verdict"], 16)]
         table = nodes.table(classes=["results-table", "results-claims"])
         group = nodes.tgroup(cols=len(columns))
         table += group
@@ -419,61 +499,55 @@ class ResultsClaims(SphinxDirective):
         body = nodes.tbody()
         group += body
         for row in rows:
-            arrow = "lower is better" if row.better == "lower" else "higher is better"
+            metric = text["metric_lower" if row.better == "lower" else "metric_higher"]
             body += table_row([
                 _chapter_ref(self.env, self.env.docname, row.notebook),
-                _lines(row.claim, [nodes.emphasis(text=f"{row.metric}, {arrow}")]),
-                self._side_cell(row.ours),
-                self._side_cell(row.baseline),
-                _lines([nodes.strong(text=row.verdict)], row.basis, gap_text(row)),
+                _lines(row.claim, [nodes.emphasis(text=metric.format(metric=row.metric))]),
+                self._side_cell(row.ours, language),
+                self._side_cell(row.baseline, language),
+                _lines([nodes.strong(text=verdict_text(row, language))],
+                       basis_text(row, language), gap_text(row, language)),
             ])
         return table
 
     @staticmethod
-    def _side_cell(side: Side) -> nodes.Node:
-        detail = side_detail(side)
-        return _lines(side.label, [nodes.strong(text=side_value(side))],
+    def _side_cell(side: Side, language: str | None) -> nodes.Node:
+        detail = side_detail(side, language)
+        return _lines(side.label, [nodes.strong(text=side_value(side, language))],
                       *([detail] if detail else []))
 
-
-    @staticmethod
-    def _figure(rows: list[Row]) -> nodes.figure:
-        svg = draw(rows)
+    def _figure(self, rows: list[Row]) -> nodes.figure:
+        language = self.env.config.language
+        text = texts(language)
+        svg = draw(rows, language=language)
         uri = "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
         figure = nodes.figure(classes=["results-claims-figure"])
-        figure += nodes.image(uri=uri, alt="For each comparison in the table, how much better "
-                              "than its baseline our number is, in percent")
-        figure += nodes.caption(text=(
-            "Every comparison of the table on one axis: how much better than its baseline "
-            "our number is, in percent (ours over the baseline's, minus one, where higher is "
-            "better; the baseline's over ours, minus one, where lower is better). The scale is "
-            "linear within a few percent of 0 and logarithmic beyond, so that a gap of half a "
-            "percent and a speed-up of several times both stay readable; a triangle at the "
-            "right edge marks a ratio beyond the axis. Whiskers: the spread of our number over "
-            "seeds, where the card has one. Light blue bar: the 95% interval of the gap, "
-            "where the card has one; a bar that crosses 0 is a tie. Drawn from the cards when "
-            "the book is built."))
+        # Raw HTML, not an image node: Sphinx would extract an image's alt text into the
+        # catalogue (whatever its `translatable`), and this alt is already in the page's
+        # language.
+        figure += nodes.raw("", f'<img alt="{html.escape(text["fig_alt"])}" src="{uri}" />',
+                            format="html")
+        figure += nodes.caption(text=text["fig_caption"])
         return figure
 
 
 SEEDS_KEY = re.compile(r"(^|_)seeds$")
 
 
-def seeds_sentence(cards: dict[str, dict]) -> str:
+def seeds_sentence(cards: dict[str, dict], language: str | None = "en") -> str:
     """Which seed every card records, and which cards average over several seeds."""
+    text = texts(language)
     base = sorted({str(card.get("seed", "?")) for card in cards.values()})
     several = []
     for name, card in sorted(cards.items()):
         for key, value in (card.get("params") or {}).items():
             if SEEDS_KEY.search(key) and isinstance(value, int) and value > 1:
-                several.append(f"{name} ({key} = {value})")
-    first = (f"Every card records seed {base[0]} as its run's seed"
-             if len(base) == 1 else f"The cards record seeds {', '.join(base)}")
+                several.append(text["seeds_card"].format(name=name, key=key, value=value))
+    first = (text["seeds_one"].format(seed=base[0]) if len(base) == 1
+             else text["seeds_many"].format(seeds=", ".join(base)))
     if not several:
-        return first + "; no card records more than one seed."
-    return (first + ". Most numbers come from one training run; these cards record models "
-            "trained from several seeds, and say so under params: " + "; ".join(several)
-            + ".")
+        return text["seeds_only_one"].format(first=first)
+    return text["seeds_several"].format(first=first, cards=text["seeds_sep"].join(several))
 
 
 class ResultsSeeds(SphinxDirective):
@@ -484,7 +558,8 @@ class ResultsSeeds(SphinxDirective):
         folder = Path(self.env.srcdir) / self.options.get("path", "book/results")
         for path in sorted(folder.glob("*.json")):
             self.env.note_dependency(str(path))
-        return [nodes.paragraph(text=seeds_sentence(load_cards(folder)))]
+        sentence = seeds_sentence(load_cards(folder), self.env.config.language)
+        return untranslatable([nodes.paragraph(text=sentence)])
 
 
 def setup(app):

@@ -27,14 +27,14 @@ from pathlib import Path
 import results_claims  # book/_ext is on sys.path: _config.yml lists it for local extensions
 from docutils import nodes
 from docutils.parsers.rst import directives
-from results_format import fmt, table_row
+from results_format import fmt, table_row, texts, untranslatable
 from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
 
-COLUMNS = ["Chapter", "Run", "Parameters", "Metrics"]
+COLUMNS = ["col_chapter", "col_run", "col_params", "col_metrics"]  # keys of TEXTS
 
 
 def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
@@ -49,12 +49,12 @@ def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
 
 
 
-def fmt_seconds(seconds) -> str:
+def fmt_seconds(seconds, language: str | None = "en") -> str:
     if not isinstance(seconds, (int, float)):
         return str(seconds)
     if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min"
+        return texts(language)["seconds"].format(n=f"{seconds:.0f}")
+    return texts(language)["minutes"].format(n=f"{seconds / 60:.1f}")
 
 
 class ResultsTable(SphinxDirective):
@@ -62,6 +62,13 @@ class ResultsTable(SphinxDirective):
     option_spec = {"path": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
+        return untranslatable(self._run())
+
+    @property
+    def text(self) -> dict[str, str]:
+        return texts(self.env.config.language)
+
+    def _run(self) -> list[nodes.Node]:
         folder = Path(self.env.srcdir) / self.options.get("path", "book/results")
         cards = []
         for path in sorted(folder.glob("*.json")):
@@ -77,12 +84,9 @@ class ResultsTable(SphinxDirective):
             cards.append(card)
         if not cards:
             where = self.options.get("path", "book/results")
-            how = ("a run of the gpu profile on a GPU machine"
-                   if where.rstrip("/").endswith("gpu") else "a full run of a chapter notebook "
-                   "(make full)")
-            para = nodes.paragraph(text=f"No results cards here yet: {how} writes them to "
-                                   f"{where}/.")
-            return [para]
+            how = self.text["no_cards_gpu" if where.rstrip("/").endswith("gpu")
+                            else "no_cards_full"]
+            return [nodes.paragraph(text=self.text["no_cards"].format(how=how, where=where))]
         return [self._table(cards)]
 
     # ------------------------------------------------------------------ table building
@@ -94,7 +98,7 @@ class ResultsTable(SphinxDirective):
             group += nodes.colspec(colwidth=width)
         head = nodes.thead()
         group += head
-        head += table_row([nodes.paragraph(text=c) for c in COLUMNS])
+        head += table_row([nodes.paragraph(text=self.text[c]) for c in COLUMNS])
         body = nodes.tbody()
         group += body
         for card in cards:
@@ -120,21 +124,22 @@ class ResultsTable(SphinxDirective):
         else:
             para += nodes.Text(stem)
         if card.get("profile") != "full":
-            para += nodes.emphasis(text=f" ({card.get('profile')} profile)")
+            para += nodes.emphasis(text=self.text["profile"].format(profile=card.get("profile")))
         return para
 
-    @staticmethod
-    def _run_info(card: dict) -> nodes.Node:
+    def _run_info(self, card: dict) -> nodes.Node:
+        text = self.text
         block = nodes.line_block()
-        block += nodes.line(text=f"{fmt_seconds(card.get('wall_seconds', '?'))} "
-                                 f"on {card.get('device', '?')}")
-        block += nodes.line(text=f"torch {card.get('torch', '?')}, seed {card.get('seed', '?')}")
+        time = fmt_seconds(card.get("wall_seconds", "?"), self.env.config.language)
+        block += nodes.line(text=text["run_on"].format(time=time,
+                                                       device=card.get("device", "?")))
+        block += nodes.line(text=text["torch_seed"].format(torch=card.get("torch", "?"),
+                                                           seed=card.get("seed", "?")))
         if "precision" in card:  # recorded since mixed precision was added
-            block += nodes.line(text=f"precision: {card['precision']}")
+            block += nodes.line(text=text["precision"].format(precision=card["precision"]))
         return block
 
-    @staticmethod
-    def _pairs(values) -> nodes.Node:
+    def _pairs(self, values) -> nodes.Node:
         pairs = flatten(values) if isinstance(values, dict) else [("", values)]
         if not pairs:
             return nodes.paragraph(text="")
@@ -142,7 +147,7 @@ class ResultsTable(SphinxDirective):
         for name, value in pairs:
             line = nodes.line()
             if name:
-                line += nodes.Text(f"{name}: ")
+                line += nodes.Text(self.text["pair"].format(name=name))
             line += nodes.strong(text=fmt(value))
             block += line
         return block
