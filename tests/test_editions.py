@@ -1,0 +1,121 @@
+"""The two editions of the book (book/_ext/editions.py): where each is built and published,
+the language switch's links, and the Chinese search's user dictionary.
+
+The built sites are tested in a browser by tests/browser/test_site.py; these checks need no
+build.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+import editions  # noqa: E402
+
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+SPHINX = CONFIG["sphinx"]["config"]
+DICTIONARY = ROOT / SPHINX["html_search_options"]["dict"]
+
+
+@pytest.mark.parametrize("uri, here, there, url", [
+    ("notebooks/01_attention.html", "en", "zh", "../zh/notebooks/01_attention.html"),
+    ("notebooks/01_attention.html", "zh", "en", "../../notebooks/01_attention.html"),
+    ("book/intro.html", "zh", "en", "../../book/intro.html"),
+    ("search.html", "en", "zh", "zh/search.html"),
+    ("search.html", "zh", "en", "../search.html"),
+    ("genindex.html", "zh", "en", "../genindex.html"),
+])
+def test_switch_links_to_the_same_page_of_the_other_edition(uri, here, there, url):
+    assert editions.switch_url(uri, here, there) == url
+    # followed from the page's own folder, the link lands on the other edition's page
+    page = Path("/site") / editions.EDITIONS[here]["folder"] / uri
+    landed = (page.parent / url).resolve()
+    assert landed == (Path("/site") / editions.EDITIONS[there]["folder"] / uri).resolve()
+
+
+def test_editions_and_languages():
+    assert editions.edition_key("zh_CN") == "zh" and editions.edition_key(None) == "en"
+    assert editions.edition_key("en") == "en"
+    assert editions.other_edition("zh") == "en"
+    with pytest.raises(ValueError, match="no 'fr' edition"):
+        editions.edition_key("fr")
+
+
+def test_chinese_config_is_the_english_one_in_chinese():
+    """The Chinese build's config is _config.yml with the language, title and author changed
+    and the local extensions' folders made absolute (the file is written to _build/zh/)."""
+    zh = editions.edition_config("zh")
+    assert zh["sphinx"]["config"]["language"] == "zh_CN"
+    assert zh["title"] != CONFIG["title"] and re.search("[\u4e00-\u9fff]", zh["title"])
+    for name, folder in zh["sphinx"]["local_extensions"].items():
+        assert Path(folder).is_absolute() and (Path(folder) / f"{name}.py").is_file(), folder
+    stripped = {k: v for k, v in zh.items() if k not in ("title", "author", "sphinx")}
+    assert stripped == {k: v for k, v in CONFIG.items() if k not in ("title", "author", "sphinx")}
+    zh_sphinx = {k: v for k, v in zh["sphinx"]["config"].items() if k != "language"}
+    assert zh_sphinx == SPHINX
+    assert editions.edition_config("en") == {
+        **CONFIG, "sphinx": {**CONFIG["sphinx"], "local_extensions": {
+            name: str((ROOT / folder).resolve())
+            for name, folder in CONFIG["sphinx"]["local_extensions"].items()}}}
+
+
+def test_written_config_round_trips(tmp_path):
+    out = tmp_path / "zh" / "_config.yml"
+    assert editions.main(["config", "zh", str(out)]) == 0
+    assert yaml.safe_load(out.read_text(encoding="utf-8")) == editions.edition_config("zh")
+    assert editions.main(["config", "fr", str(out)]) == 2
+
+
+def test_the_book_target_builds_and_publishes_both_editions():
+    """`make book` (what the Pages workflow runs, publishing _build/html) builds the English
+    edition into _build/html and copies the Chinese one into _build/html/zh."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^book: book-en book-zh$", makefile, re.M)
+    zh = re.search(r"^book-zh:.*?\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    assert "editions.py config zh $(ZH_BUILD)/_config.yml" in zh
+    assert "--config $(ZH_BUILD)/_config.yml" in zh and "$(JB_STRICT)" in zh
+    assert "cp -r $(ZH_BUILD)/_build/html _build/html/zh" in zh
+    assert "--warningiserror --nitpick" in makefile
+    assert editions.EDITIONS["zh"]["folder"] == "zh/"
+
+
+def test_the_language_switch_is_in_every_page_header():
+    options = SPHINX["html_theme_options"]
+    assert options["article_header_end"][0] == "language-switch.html"
+    assert "article-header-buttons.html" in options["article_header_end"]
+    assert (editions.TEMPLATES / "language-switch.html").is_file()
+    assert CONFIG["sphinx"]["local_extensions"]["editions"] == "book/_ext"
+
+
+# ------------------------------------------------------------------ Chinese search
+def test_search_dictionary_is_one_chinese_term_per_line():
+    """jieba reads every line as `word [frequency] [tag]`: no comments, no blank lines."""
+    lines = DICTIONARY.read_text(encoding="utf-8").splitlines()
+    assert lines, DICTIONARY
+    bad = [line for line in lines if not re.fullmatch(r"[\u4e00-\u9fff][\u4e00-\u9fff-]*", line)]
+    assert not bad, f"{DICTIONARY.name}: not a Chinese term: {bad}"
+    assert len(lines) == len(set(lines)), "a term is listed twice"
+    for term in ("多头注意力", "因果掩码", "缩放点积注意力", "位置编码", "层归一化", "标签平滑",
+                 "束搜索", "困惑度", "残差连接", "前馈网络", "自注意力"):
+        assert term in lines, term
+
+
+def test_the_dictionary_makes_the_course_terms_single_words():
+    jieba = pytest.importorskip("jieba")  # pinned in requirements.txt and -minimum.txt
+    jieba.setLogLevel(logging.WARNING)
+    sentence = "本章实现多头注意力，并用因果掩码训练解码器；标签平滑与束搜索见第 9 章。"
+    plain = jieba.Tokenizer()
+    assert "多头注意力" not in plain.cut_for_search(sentence)  # what the dictionary fixes
+    course = jieba.Tokenizer()
+    course.load_userdict(str(DICTIONARY))
+    words = set(course.cut_for_search(sentence))
+    assert {"多头注意力", "因果掩码", "标签平滑", "束搜索"} <= words, words
+    assert "注意力" in words  # a search for the shorter term still finds the page
