@@ -1,6 +1,10 @@
 # Attention and Transformers, hands-on: one entry point for every task.
 #
-#   make book     build the book into _build/html (sets up .venv first if needed)
+#   make book     build both editions of the book: English in _build/html, Chinese in
+#                 _build/html/zh (sets up .venv first if needed); make book-en / make book-zh
+#                 build one
+#   make po       after a change to English prose: regenerate the message templates and update
+#                 the Chinese catalogues locales/zh_CN/LC_MESSAGES/*.po (then translate them)
 #   make test     unit tests + every notebook in the smoke profile (sets up .venv first)
 #   make test-minimum  the same tests (and chapters 1, 6, 9) at the oldest supported versions
 #   make lab      JupyterLab on the notebooks (LAB=student: on the student edition)
@@ -26,7 +30,8 @@ WORKERS ?= 2
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: book test test-minimum lab full smoke student assignments lint clean distclean install
+.PHONY: book book-en book-zh gettext po test test-minimum lab full smoke student assignments \
+        lint clean distclean install
 
 install: $(STAMP)
 
@@ -39,9 +44,42 @@ $(STAMP): requirements.txt pyproject.toml | $(PY)
 	touch $@
 
 # Warnings are errors; --all rebuilds every page so that no warning hides in a cached page.
-book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going --all
-	@echo "The book is in _build/html/index.html"
+JB_STRICT := --warningiserror --nitpick --keep-going --all
+
+book: book-en book-zh
+	@echo "The book is in _build/html/index.html, its Chinese edition in _build/html/zh/index.html"
+
+book-en: $(STAMP)
+	$(VENV)/bin/jupyter-book build . $(JB_STRICT)
+
+# The Chinese edition: the same sources with language zh_CN (the prose from the catalogues in
+# locales/; untranslated messages stay English), built in _build/zh and copied to
+# _build/html/zh/, so that one upload of _build/html publishes both editions. Its config is
+# _config.yml with the settings of book/_ext/editions.py merged in.
+ZH_BUILD := _build/zh
+book-zh: $(STAMP)
+	$(PY) book/_ext/editions.py config zh $(ZH_BUILD)/_config.yml
+	$(VENV)/bin/jupyter-book build . --config $(ZH_BUILD)/_config.yml --path-output $(ZH_BUILD) \
+		$(JB_STRICT)
+	rm -rf _build/html/zh
+	mkdir -p _build/html
+	cp -r $(ZH_BUILD)/_build/html _build/html/zh
+	@echo "The Chinese edition is in _build/html/zh/index.html"
+
+# The message templates (.pot) of every page and notebook, from the current English sources,
+# into _build/gettext/_build/gettext/ (one per page: gettext_compact is off).
+GETTEXT_BUILD := _build/gettext
+gettext: $(STAMP)
+	$(VENV)/bin/jupyter-book build . --builder custom --custom-builder gettext \
+		--path-output $(GETTEXT_BUILD) --warningiserror --keep-going --all
+
+# Merge the templates into the Chinese catalogues: a new or changed English message comes in
+# untranslated, or fuzzy (sphinx-intl's guess from a similar old message: check it, then delete
+# the `#, fuzzy` line); a removed one is deleted (--no-obsolete). tests/test_translations.py
+# fails until every catalogue matches the sources with 0 untranslated and 0 fuzzy messages.
+po: gettext
+	$(VENV)/bin/sphinx-intl update -p $(GETTEXT_BUILD)/_build/gettext -l zh_CN -d locales \
+		--no-obsolete
 
 # One pytest run: unit tests in tests/ and (if there are notebooks) every notebook through
 # nbval in the smoke profile. --dist loadfile keeps all cells of a notebook on one worker.
@@ -113,6 +151,7 @@ lint: $(STAMP)
 
 clean:
 	rm -rf _build ci-output .pytest_cache .ruff_cache *.egg-info
+	find locales -name '*.mo' -delete
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
