@@ -59,7 +59,9 @@ def test_chinese_config_is_the_english_one_in_chinese():
         assert Path(folder).is_absolute() and (Path(folder) / f"{name}.py").is_file(), folder
     stripped = {k: v for k, v in zh.items() if k not in ("title", "author", "sphinx")}
     assert stripped == {k: v for k, v in CONFIG.items() if k not in ("title", "author", "sphinx")}
-    zh_sphinx = {k: v for k, v in zh["sphinx"]["config"].items() if k != "language"}
+    changed = editions.EDITIONS["zh"]["config"]["sphinx"]["config"]
+    assert set(changed) == {"language", "nb_code_prompt_show", "nb_code_prompt_hide"}
+    zh_sphinx = {k: v for k, v in zh["sphinx"]["config"].items() if k not in changed}
     assert zh_sphinx == SPHINX
     assert editions.edition_config("en") == {
         **CONFIG, "sphinx": {**CONFIG["sphinx"], "local_extensions": {
@@ -119,3 +121,90 @@ def test_the_dictionary_makes_the_course_terms_single_words():
     words = set(course.cut_for_search(sentence))
     assert {"多头注意力", "因果掩码", "标签平滑", "束搜索"} <= words, words
     assert "注意力" in words  # a search for the shorter term still finds the page
+
+
+# ------------------------------------------------------------------ translated titles
+def _translated_site(tmp_path: Path, with_editions: bool) -> str:
+    """A one-page Sphinx site in Chinese whose title starts with its number, as every
+    chapter's does; returns the built page."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+    from sphinx.application import Sphinx
+    from sphinx.util.docutils import docutils_namespace
+
+    src = tmp_path / ("with" if with_editions else "without")
+    (src / "locales" / "zh_CN" / "LC_MESSAGES").mkdir(parents=True)
+    extensions = ["myst_parser", *(["editions"] if with_editions else [])]
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+        f"extensions = {extensions!r}\nlanguage = 'zh_CN'\nlocale_dirs = ['locales']\n"
+        f"html_search_options = {{'dict': {str(DICTIONARY)!r}}}\n", encoding="utf-8")
+    (src / "index.md").write_text("# 2. Multi-head attention\n\nHeads split the width.\n",
+                                  encoding="utf-8")
+    catalogue = Catalog(locale="zh_CN")
+    catalogue.add("2. Multi-head attention", "2. 多头注意力")
+    catalogue.add("Heads split the width.", "各个头把宽度切开。")
+    with (src / "locales" / "zh_CN" / "LC_MESSAGES" / "index.po").open("wb") as handle:
+        write_po(handle, catalogue)
+    with docutils_namespace():
+        app = Sphinx(str(src), str(src), str(src / "_build"), str(src / "_doctrees"), "html",
+                     status=None, warning=None, freshenv=True, warningiserror=True)
+        app.build()
+    return (src / "_build" / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_translated_title_that_starts_with_its_number_is_used(tmp_path, monkeypatch):
+    """Sphinx keeps a translation only if it parses as one paragraph; in Markdown (the
+    notebooks, the pages) "2. ..." parses as a numbered list, so without the editions
+    extension the title stays English."""
+    pytest.importorskip("myst_parser", reason="the book's Markdown parser (requirements.txt)")
+    from sphinx.transforms import i18n
+
+    monkeypatch.setattr(i18n, "publish_msgstr",
+                        getattr(i18n.publish_msgstr, "__wrapped__", i18n.publish_msgstr))
+    without = _translated_site(tmp_path, with_editions=False)
+    assert "<h1>2. Multi-head attention" in without and "各个头把宽度切开。" in without
+    page = _translated_site(tmp_path, with_editions=True)
+    assert "<h1>2. 多头注意力" in page and "各个头把宽度切开。" in page
+    assert editions.escape_leading_number("2. 多头注意力") == "2\\. 多头注意力"
+    assert editions.escape_leading_number("2.3 节") == "2.3 节"
+
+
+def test_table_of_contents_captions_are_translated(tmp_path):
+    """sphinx-external-toc (Jupyter Book's _toc.yml) inserts the toctrees after Sphinx has
+    translated the page; the editions extension translates their captions afterwards."""
+    pytest.importorskip("sphinx_external_toc", reason="Jupyter Book's toc (requirements.txt)")
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+    from sphinx import addnodes
+    from sphinx.application import Sphinx
+    from sphinx.util.docutils import docutils_namespace
+
+    def build(extensions: list[str]) -> list[str]:
+        src = tmp_path / "-".join(extensions)
+        (src / "locales" / "zh_CN" / "LC_MESSAGES").mkdir(parents=True)
+        (src / "conf.py").write_text(
+            f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+            f"extensions = {extensions!r}\nexternal_toc_path = '_toc.yml'\n"
+            "language = 'zh_CN'\nlocale_dirs = ['locales']\n"
+            f"html_search_options = {{'dict': {str(DICTIONARY)!r}}}\n", encoding="utf-8")
+        (src / "_toc.yml").write_text("format: jb-book\nroot: index\nparts:\n"
+                                      "  - caption: Foundations\n    chapters:\n"
+                                      "      - file: one\n", encoding="utf-8")
+        (src / "index.rst").write_text("Home\n====\n", encoding="utf-8")
+        (src / "one.rst").write_text("One\n===\n", encoding="utf-8")
+        catalogue = Catalog(locale="zh_CN")
+        catalogue.add("Foundations", "基础")
+        catalogue.add("Home", "首页")
+        with (src / "locales" / "zh_CN" / "LC_MESSAGES" / "index.po").open("wb") as handle:
+            write_po(handle, catalogue)
+        with docutils_namespace():
+            app = Sphinx(str(src), str(src), str(src / "_build"), str(src / "_doctrees"),
+                         "html", status=None, warning=None, freshenv=True,
+                         warningiserror=True)
+            app.build()
+            doctree = app.env.get_doctree("index")
+        return [t.get("caption") for t in doctree.findall(addnodes.toctree)]
+
+    assert build(["sphinx_external_toc"]) == ["Foundations"]  # what Sphinx does alone
+    assert build(["sphinx_external_toc", "editions"]) == ["基础"]

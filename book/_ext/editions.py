@@ -17,6 +17,13 @@ As a Sphinx extension (``_config.yml``, ``sphinx.local_extensions``) it
   ``templates/language-switch.html``, listed in ``article_header_end``). The link is relative
   (``../zh/notebooks/01_attention.html`` from ``notebooks/01_attention.html``), so it works on
   the served site and from ``file://`` alike; a click keeps the section (``#...``) you are in;
+- keeps a translated title that starts with its number ("2. 多头注意力：...") a title: Sphinx
+  parses every translation as a small document and keeps it only if it is one paragraph, and
+  "2. " starts a numbered list, so every chapter's title stayed English (``_title_numbers``);
+- translates the captions of the table of contents (Foundations, ...): Jupyter Book's
+  sphinx-external-toc inserts the toctrees after Sphinx's translation has run, so their
+  captions, which the gettext build puts into the root page's catalogue, stayed English
+  (``TranslateTocCaptions``);
 - in the Chinese edition, checks that Chinese search will work: Sphinx's Chinese search splits
   words with jieba and, without it, silently indexes no Chinese word at all; the user
   dictionary (``html_search_options: {dict: ...}``, the course's terms, so that 多头注意力 is
@@ -26,9 +33,13 @@ As a Sphinx extension (``_config.yml``, ``sphinx.local_extensions``) it
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
+import re
 import sys
 from pathlib import Path
+
+from sphinx.transforms import SphinxTransform
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -42,7 +53,11 @@ EDITIONS: dict[str, dict] = {
            "title": "本页的中文版",
            "config": {"title": "注意力与 Transformer：动手实践",
                       "author": "本课程作者",
-                      "sphinx": {"config": {"language": "zh_CN"}}}},
+                      "sphinx": {"config": {
+                          "language": "zh_CN",
+                          # myst-nb's toggles of folded code cells (not Sphinx messages)
+                          "nb_code_prompt_show": "显示代码单元",
+                          "nb_code_prompt_hide": "隐藏代码单元"}}}},
 }
 
 
@@ -115,6 +130,61 @@ def _check_search(app, config) -> None:
     config.html_search_options = options
 
 
+# "2. " or "2) " at the start of a translated message: a list marker to the parser.
+_LEADING_NUMBER = re.compile(r"^(\d+)([.)])(?=\s)")
+
+
+def escape_leading_number(msgstr: str) -> str:
+    """``2. 多头注意力`` -> ``2\\. 多头注意力``: the same text, read as a paragraph (the escape
+    is valid in Markdown and reStructuredText alike). A message never starts with a list
+    marker of its own: a list item's number is not part of its message."""
+    return _LEADING_NUMBER.sub(r"\1\\\2", msgstr, count=1)
+
+
+def _title_numbers() -> None:
+    """Wrap Sphinx's parser of translated messages so that a leading number stays text."""
+    from sphinx.transforms import i18n
+
+    if getattr(i18n.publish_msgstr, "_course_escapes_numbers", False):
+        return
+    publish = i18n.publish_msgstr
+
+    @functools.wraps(publish)
+    def publish_msgstr(app, source, *args, **kwargs):
+        return publish(app, escape_leading_number(source), *args, **kwargs)
+
+    publish_msgstr._course_escapes_numbers = True
+    i18n.publish_msgstr = publish_msgstr
+
+
+class TranslateTocCaptions(SphinxTransform):
+    """Translate the toctrees that sphinx-external-toc inserts (its ``InsertToctrees`` runs
+    at priority 100, after Sphinx's ``Locale`` at 20), from the page's own catalogue."""
+
+    default_priority = 101  # after InsertToctrees, before the toctree collector reads them
+
+    def apply(self, **kwargs) -> None:
+        from sphinx import addnodes
+        from sphinx.locale import init as init_locale
+        from sphinx.util.i18n import docname_to_domain
+
+        if edition_key(self.config.language) == "en":
+            return
+        toctrees = list(self.document.findall(addnodes.toctree))
+        if not toctrees:
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [str(Path(self.env.srcdir) / d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if not has_catalog:
+            return
+        for toctree in toctrees:
+            for message in toctree.extract_original_messages():
+                translated = catalog.gettext(message)
+                if translated and translated != message:
+                    toctree.apply_translated_message(message, translated)
+
+
 def _add_templates(app, config) -> None:
     if str(TEMPLATES) not in config.templates_path:
         config.templates_path = [*config.templates_path, str(TEMPLATES)]
@@ -133,9 +203,11 @@ def _language_switch(app, pagename, templatename, context, doctree) -> None:
 
 
 def setup(app):
+    _title_numbers()
     app.connect("config-inited", _add_templates)
     app.connect("config-inited", _check_search)
     app.connect("html-page-context", _language_switch)
+    app.add_transform(TranslateTocCaptions)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
 
 
