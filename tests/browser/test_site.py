@@ -5,11 +5,18 @@ Run after ``make book``::
     .venv/bin/python -m pytest tests/browser
 
 (not part of ``make test``; ``.ci/run`` runs it after building the book). It serves
-``_build/html`` on 127.0.0.1 and opens every page listed in ``_toc.yml``. Each page must
-load, show a level-1 heading, typeset all its math with no MathJax error, show every image,
-raise no JavaScript error, and ask nothing of any host other than 127.0.0.1 (no CDN); on a
-chapter page no code cell (folded ones opened) is wider than the page at 1280 px.
-Screenshots of the home page and chapter 1 go to ``ci-output/screenshots/``.
+``_build/html`` on 127.0.0.1 and opens every page listed in ``_toc.yml``, in both editions:
+the English one at the root, the Chinese one under ``zh/`` (``make book`` builds both). Each
+page must load, show a level-1 heading, typeset all its math with no MathJax error, show
+every image, raise no JavaScript error, ask nothing of any host other than 127.0.0.1 (no
+CDN), and link to the same page in the other edition (the language switch); on a chapter
+page no code cell (folded ones opened) is wider than the page at 1280 px. Screenshots of the
+home page and chapter 1 of each edition go to ``ci-output/screenshots/``.
+
+The Chinese edition is also checked for what only it has: the language switch followed both
+ways (served, and from ``file://``), the results page in Chinese, and Chinese search: a search
+for 多头注意力 or 因果掩码 must list every page of the Chinese edition whose text contains
+the term (it needs translated pages: a term no page contains yet fails the test, saying so).
 
 The browser is ``/usr/bin/chromium`` (Debian's package, ``apt-get install chromium``), never
 one downloaded by Playwright; ``CHROMIUM=/path/to/browser`` picks another Chromium-based binary
@@ -40,6 +47,10 @@ CHROMIUM_ARGS = [
 # "Identifier 'THEBE_JS_URL' has already been declared"); thebe is never activated here.
 HARMLESS_PAGE_ERRORS = [("THEBE_JS_URL", "has already been declared")]
 SCREENSHOT_PAGES = {"book/intro": "index.png", "notebooks/01_attention": "chapter01.png"}
+# edition -> its folder in the site and the language of its pages (<html lang>)
+EDITIONS = {"en": ("", "en"), "zh": ("zh/", "zh-CN")}
+OTHER = {"en": "zh", "zh": "en"}
+SEARCH_TERMS = ["多头注意力", "因果掩码"]
 
 
 def toc_pages() -> list[str]:
@@ -101,9 +112,15 @@ def test_toc_lists_the_home_page_first():
     assert len(PAGES) == len(set(PAGES)), "a page is listed twice in _toc.yml"
 
 
+@pytest.mark.parametrize("edition", list(EDITIONS))
 @pytest.mark.parametrize("doc", PAGES)
-def test_page(doc, base_url, browser):
+def test_page(doc, edition, base_url, browser):
     from playwright.sync_api import expect
+
+    folder, lang = EDITIONS[edition]
+    if not (SITE / folder / f"{doc}.html").is_file():
+        pytest.fail(f"{SITE / folder / doc}.html does not exist: `make book` builds both "
+                    "editions")
 
     source = next((ROOT / f"{doc}{ext}" for ext in (".md", ".ipynb")
                    if (ROOT / f"{doc}{ext}").exists()), None)
@@ -132,9 +149,15 @@ def test_page(doc, base_url, browser):
 
     problems: list[str] = []
     try:
-        response = page.goto(f"{base_url}/{doc}.html", wait_until="load")
+        response = page.goto(f"{base_url}/{folder}{doc}.html", wait_until="load")
         assert response is not None and response.status == 200, (
-            f"{doc}: HTTP {response.status if response else 'no response'}")
+            f"{folder}{doc}: HTTP {response.status if response else 'no response'}")
+        if page.evaluate("() => document.documentElement.lang") != lang:
+            problems.append(f"<html lang> is not {lang!r}")
+        switch = language_switch(page)
+        expected = f"{base_url}/{EDITIONS[OTHER[edition]][0]}{doc}.html"
+        if switch != expected:
+            problems.append(f"language switch links to {switch!r}, not {expected!r}")
 
         heading = page.get_by_role("heading", level=1)
         expect(heading.first).to_be_visible()
@@ -184,7 +207,8 @@ def test_page(doc, base_url, browser):
         page.wait_for_load_state("networkidle")
         if doc in SCREENSHOT_PAGES:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / SCREENSHOT_PAGES[doc]), full_page=True)
+            name = SCREENSHOT_PAGES[doc] if edition == "en" else f"zh-{SCREENSHOT_PAGES[doc]}"
+            page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
     finally:
         context.close()
 
@@ -197,24 +221,168 @@ def test_page(doc, base_url, browser):
                               for harmless in HARMLESS_PAGE_ERRORS)]
     if real_errors:
         problems.append(f"JavaScript errors: {real_errors}")
-    assert not problems, f"{doc}:\n  " + "\n  ".join(problems)
+    assert not problems, f"{folder}{doc}:\n  " + "\n  ".join(problems)
 
 
-def test_results_page_shows_every_claim_and_its_figure(base_url, browser):
-    """The claims table has one row per entry of book/claims.yml, each with a verdict, and
-    the figure drawn at build time is shown."""
+def language_switch(page) -> str | None:
+    """The absolute URL of the page's link to the other edition (None: no link)."""
+    links = page.locator(".bd-header-article a.course-language-switch")
+    if links.count() != 1 or not links.first.is_visible():
+        return None
+    return links.first.evaluate("a => a.href")
+
+
+VERDICTS = {"en": {"ahead", "behind", "tie", "better", "worse", "equal"},
+            "zh": {"领先", "落后", "持平", "更好", "更差", "相等"}}
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_results_page_shows_every_claim_and_its_figure(edition, base_url, browser):
+    """The claims table has one row per entry of book/claims.yml, each with a verdict (in the
+    edition's language), and the figure drawn at build time is shown."""
     claims = yaml.safe_load((ROOT / "book" / "claims.yml").read_text(encoding="utf-8"))
     page = browser.new_page()
     try:
-        page.goto(f"{base_url}/book/results.html", wait_until="load")
+        page.goto(f"{base_url}/{EDITIONS[edition][0]}book/results.html", wait_until="load")
         rows = page.locator("table.results-claims tbody tr")
         assert rows.count() == len(claims), (rows.count(), len(claims))
         verdicts = [rows.nth(i).locator("td").last.locator("strong").first.inner_text()
                     for i in range(rows.count())]
-        assert set(verdicts) <= {"ahead", "behind", "tie", "better", "worse", "equal"}, verdicts
+        assert set(verdicts) <= VERDICTS[edition], verdicts
+        if edition == "zh":
+            claim_cells = [rows.nth(i).locator("td").nth(1).inner_text()
+                           for i in range(rows.count())]
+            for cell, entry in zip(claim_cells, claims):
+                assert " ".join(entry["zh"]["claim"].split()) in cell, (cell, entry["zh"])
         figure = page.locator("figure.results-claims-figure img")
         assert figure.count() == 1
         size = figure.evaluate("img => [img.complete, img.naturalWidth, img.clientWidth]")
         assert size[0] and size[1] > 0 and size[2] > 300, f"claims figure not shown: {size}"
     finally:
         page.close()
+
+
+# ------------------------------------------------------------------ the Chinese edition
+def test_language_switch_both_ways_keeps_the_page_and_the_section(base_url, browser):
+    """From a chapter's section in English to the same section in Chinese and back."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{base_url}/notebooks/02_multi_head_attention.html", wait_until="load")
+        section = page.locator("section[id]").nth(1).get_attribute("id")
+        page.goto(f"{base_url}/notebooks/02_multi_head_attention.html#{section}",
+                  wait_until="load")
+        page.locator(".bd-header-article a.course-language-switch").click()
+        page.wait_for_url(f"{base_url}/zh/notebooks/02_multi_head_attention.html#{section}")
+        assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
+        assert page.locator(f"section[id='{section}']").count() == 1, (
+            f"the Chinese page has no section {section!r}")
+        assert page.locator(".bd-header-article a.course-language-switch").inner_text() \
+            == "English"
+        page.locator(".bd-header-article a.course-language-switch").click()
+        page.wait_for_url(f"{base_url}/notebooks/02_multi_head_attention.html#{section}")
+        assert page.evaluate("() => document.documentElement.lang") == "en"
+        assert page.locator(".bd-header-article a.course-language-switch").inner_text() \
+            == "中文"
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("start, target", [
+    ("notebooks/01_attention.html", "zh/notebooks/01_attention.html"),
+    ("zh/book/setup.html", "book/setup.html"),
+    ("zh/search.html", "search.html"),
+])
+def test_language_switch_from_file_urls(start, target, browser):
+    """Opened from the disk (file://), the switch leads to the other edition's same page."""
+    page = browser.new_page()
+    try:
+        page.goto((SITE / start).as_uri(), wait_until="domcontentloaded")
+        href = page.locator(".bd-header-article a.course-language-switch").evaluate(
+            "a => a.href")
+        assert href == (SITE / target).as_uri(), (start, href)
+        page.locator(".bd-header-article a.course-language-switch").click()
+        page.wait_for_url((SITE / target).as_uri(), wait_until="domcontentloaded")
+        assert page.get_by_role("heading", level=1).first.inner_text().strip()
+    finally:
+        page.close()
+
+
+def _page_texts(folder: Path) -> dict[str, str]:
+    """The article text of every page of an edition, by document name."""
+    import html
+    import re
+
+    texts = {}
+    for doc in PAGES:
+        source = (folder / f"{doc}.html").read_text(encoding="utf-8")
+        match = re.search(r'<article class="bd-article"[^>]*>(.*?)</article>', source, re.S)
+        body = match.group(1) if match else source
+        texts[doc] = html.unescape(re.sub(r"<[^>]+>", " ", body))
+    return texts
+
+
+@pytest.mark.parametrize("term", SEARCH_TERMS)
+def test_chinese_search_finds_the_pages_of_a_term(term, base_url, browser):
+    """Sphinx's Chinese search (jieba, with the course's terms as its user dictionary) lists
+    every page of the Chinese edition that contains the term."""
+    expected = sorted(doc for doc, text in _page_texts(SITE / "zh").items() if term in text)
+    assert expected, (f"no page of the Chinese edition contains {term} yet: this test needs "
+                      "translated pages (the catalogues of chapter 2, the glossary, ...)")
+    page = browser.new_page()
+    try:
+        page.goto(f"{base_url}/zh/search.html?q={term}", wait_until="load")
+        page.wait_for_function(
+            "() => typeof Search !== 'undefined' && Search.status && Search._pulse_status === -1"
+            " && Search.status.innerText.length > 0", timeout=30_000)
+        hrefs = page.locator("#search-results ul.search > li > a:first-of-type").evaluate_all(
+            "links => links.map(a => a.href)")
+    finally:
+        page.close()
+    found = sorted({h.split("#")[0].split("?")[0].removeprefix(f"{base_url}/zh/")
+                    .removesuffix(".html") for h in hrefs})
+    missing = sorted(set(expected) - set(found))
+    assert not missing, (f"searching the Chinese edition for {term} lists {found}; these pages "
+                         f"contain it but are not listed: {missing}")
+
+
+def _translation(doc: str, english: str) -> str | None:
+    """The Chinese catalogue's translation of an English message of page `doc`, if any."""
+    from babel.messages.pofile import read_po
+
+    path = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / f"{doc}.po"
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as handle:
+        message = read_po(handle).get(english)
+    return message.string if message and message.string and not message.fuzzy else None
+
+
+def _html_texts(path: Path, pattern: str) -> list[str]:
+    import html
+    import re
+
+    source = path.read_text(encoding="utf-8")
+    return [" ".join(html.unescape(re.sub(r"<[^>]+>", "", m)).split()).removesuffix("#")
+            .strip() for m in re.findall(pattern, source, re.S)]
+
+
+def test_chinese_titles_and_captions_are_the_translated_ones():
+    """Where the catalogue translates a page's title or a caption of the table of contents,
+    the Chinese page shows the translation (Sphinx alone left the chapters' numbered titles
+    and the captions English; book/_ext/editions.py fixes both)."""
+    wrong = []
+    for doc in PAGES:
+        (english,) = _html_texts(SITE / f"{doc}.html", r"<h1>(.*?)</h1>")[:1]
+        (chinese,) = _html_texts(SITE / "zh" / f"{doc}.html", r"<h1>(.*?)</h1>")[:1]
+        expected = _translation(doc, english)
+        if expected is not None and chinese != " ".join(expected.split()):
+            wrong.append(f"{doc}: title {chinese!r}, translated {expected!r}")
+    captions = r'class="caption"[^>]*><span class="caption-text">(.*?)</span>'
+    english = _html_texts(SITE / f"{PAGES[0]}.html", captions)
+    chinese = _html_texts(SITE / "zh" / f"{PAGES[0]}.html", captions)
+    assert len(english) == len(chinese) > 0, (english, chinese)
+    for en, zh in zip(english, chinese):
+        expected = _translation(PAGES[0], en)
+        if expected is not None and zh != expected:
+            wrong.append(f"caption {zh!r}, translated {expected!r}")
+    assert not wrong, "\n".join(wrong)
