@@ -208,3 +208,26 @@ def test_table_of_contents_captions_are_translated(tmp_path):
 
     assert build(["sphinx_external_toc"]) == ["Foundations"]  # what Sphinx does alone
     assert build(["sphinx_external_toc", "editions"]) == ["基础"]
+
+
+def test_chinese_search_indexes_the_same_words_with_a_set_of_latin_terms():
+    """Sphinx's SearchChinese looks every word up in the list of all Latin words seen so far
+    (quadratic); the editions extension makes it a set, with the same words indexed."""
+    pytest.importorskip("jieba")
+    from sphinx.search.zh import SearchChinese
+
+    text = ["多头注意力用 nn.MultiheadAttention 实现，每个 head 的宽度是 d_k。",
+            "因果掩码 causal mask；GPT 的 logits 经过 softmax。", "The heads are concatenated."]
+
+    def words(latin_terms) -> list[str]:
+        SearchChinese.latin_terms = latin_terms
+        lang = SearchChinese({"dict": str(DICTIONARY)})
+        return [lang.stem(w) for chunk in text for w in lang.split(chunk)
+                if lang.word_filter(lang.stem(w))]
+
+    original = SearchChinese.latin_terms
+    try:
+        assert words([]) == words(editions.TermSet())
+        assert "多头注意力" in words(editions.TermSet())
+    finally:
+        SearchChinese.latin_terms = original
