@@ -53,7 +53,7 @@ EDITIONS: dict[str, dict] = {
            "title": "This page in English", "config": {}},
     "zh": {"language": "zh_CN", "folder": "zh/", "hreflang": "zh-CN", "label": "中文",
            "title": "本页的中文版",
-           "config": {"title": "注意力与 Transformer：动手实践",
+           "config": {"title": "动手学注意力与 Transformer",
                       "author": "本课程作者",
                       "sphinx": {"config": {
                           "language": "zh_CN",
