@@ -17,12 +17,19 @@ and the shared difficulty of each row cancels out.
     gap = stats.bootstrap(lambda y, a, b: rmse(y, a) - rmse(y, b), y_test, pred_a, pred_b)
     gap.estimate, gap.low, gap.high   # "a is ahead" only if the whole interval is below 0
     gap.contains(0.0)                 # True: the prose says "tied"
+
+Repeated timings are summarised by their median and the middle half around it, which a few
+slow repeats on a shared machine do not move (a mean is moved by them):
+
+    q = stats.median_iqr(seconds)     # Quartiles(q25=..., median=..., q75=...)
+    q.median, q.spread                # spread: interquartile range / median
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,6 +51,86 @@ class Interval:
         return f"{self.estimate:.4g} [{self.low:.4g}, {self.high:.4g}]"
 
 
+# --------------------------------------------------------------------------- repeated measurements
+# Three implementations of one definition of the quartiles (below). They round differently
+# in the last bits; each caller keeps the one it used, so that its numbers stay bit-identical.
+QUANTILE_METHODS = ("numpy", "pandas-groupby", "statistics")
+
+
+class Quartiles(NamedTuple):
+    """The median of repeated measurements and the middle half around it (q25 to q75)."""
+
+    q25: float
+    median: float
+    q75: float
+
+    @property
+    def iqr(self) -> float:
+        """The interquartile range, q75 - q25: how wide the middle half of the values is."""
+        return self.q75 - self.q25
+
+    @property
+    def spread(self) -> float:
+        """The interquartile range relative to the median (0.05: the middle half spans 5 %)."""
+        if self.median == 0:
+            raise ValueError("the spread relative to the median is undefined when the median "
+                             "is 0; use .iqr, the interquartile range itself")
+        return (self.q75 - self.q25) / self.median
+
+
+def median_iqr(values, method: str = "numpy") -> Quartiles:
+    """``Quartiles(q25, median, q75)`` of a 1-D set of numbers (timings of repeats, say).
+
+    The quartile at fraction p lies at position p * (n - 1) of the sorted values, linearly
+    interpolated between the two nearest (R's default, "type 7"; numpy's "linear"; Python's
+    ``statistics.quantiles(..., method="inclusive")``). ``method`` says whose code computes
+    it; the three differ only in float rounding, by a few units in the last bit:
+
+    - ``"numpy"``: ``np.percentile(values, [25, 75])`` and ``np.median(values)`` (pandas'
+      ``Series.quantile`` and ``Series.median`` call them);
+    - ``"pandas-groupby"``: pandas' ``groupby(...).quantile`` and ``.median``;
+    - ``"statistics"``: ``statistics.quantiles(values, n=4, method="inclusive")`` of Python's
+      standard library (its default method, ``"exclusive"``, is another definition).
+
+    The median is the middle value, or the mean of the two middle values, in all three.
+    One value gives ``(v, v, v)``. Missing values (NaN), infinities, an empty input and
+    anything not 1-D raise a ``ValueError`` that says what to do.
+    """
+    if method not in QUANTILE_METHODS:
+        raise ValueError(f"unknown method {method!r}: use one of {', '.join(QUANTILE_METHODS)}")
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("values must be a 1-D sequence of numbers (a list, array or Series "
+                        f"of floats); could not read this {type(values).__name__} as one") from None
+    if x.ndim != 1:
+        raise ValueError(f"values must be 1-D (one number per repeat), got shape {x.shape}; "
+                         "summarise one group at a time, or flatten with np.ravel to pool them")
+    if x.size == 0:
+        raise ValueError("no values: median_iqr needs at least one number")
+    if not np.all(np.isfinite(x)):
+        bad = "NaN" if np.isnan(x).any() else "an infinite value"
+        raise ValueError(f"values contain {bad}: drop missing or failed repeats first "
+                         "(e.g. series.dropna()), a quartile of them is undefined")
+    if method == "statistics":
+        import statistics
+
+        v = sorted(x.tolist())
+        if len(v) == 1:
+            return Quartiles(v[0], v[0], v[0])
+        q25, median, q75 = statistics.quantiles(v, n=4, method="inclusive")
+        return Quartiles(q25, median, q75)
+    if method == "pandas-groupby":
+        import pandas as pd
+
+        groups = pd.Series(x).groupby(np.zeros(x.size, dtype=np.int64))  # one group
+        q25, q75 = groups.quantile(0.25).iloc[0], groups.quantile(0.75).iloc[0]
+        return Quartiles(float(q25), float(groups.median().iloc[0]), float(q75))
+    q25, q75 = np.percentile(x, [25, 75])
+    return Quartiles(float(q25), float(np.median(x)), float(q75))
+
+
+# --------------------------------------------------------------------------- bootstrap
 def bootstrap(fn: Callable[..., float], *arrays, n_resamples: int = 2000, level: float = 0.95,
               seed: int = 0) -> Interval:
     """Percentile bootstrap interval of `fn(*arrays)`.

@@ -1,4 +1,4 @@
-"""course_lib.stats: bootstrap intervals and their verdicts."""
+"""course_lib.stats: bootstrap intervals, their verdicts, medians and quartiles of repeats."""
 
 import numpy as np
 import pytest
@@ -132,3 +132,87 @@ def test_seed_interval_contains_zero_for_noise():
 def test_seed_interval_bad_inputs(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- median_iqr
+def test_median_iqr_of_a_small_set_by_hand():
+    # sorted 1, 2, 3, 4: q25 sits at position (n - 1) * 0.25 = 0.75 of the sorted values,
+    # three quarters of the way from 1 to 2; the median halfway between 2 and 3
+    q = stats.median_iqr([4.0, 1.0, 3.0, 2.0])
+    assert q == stats.Quartiles(1.75, 2.5, 3.25)
+    assert (q.q25, q.median, q.q75) == (1.75, 2.5, 3.25)
+    assert q.iqr == 1.5 and q.spread == 1.5 / 2.5
+    low, mid, high = stats.median_iqr([1.0, 2.0, 3.0, 4.0, 5.0])  # unpacks as a tuple
+    assert (low, mid, high) == (2.0, 3.0, 4.0)
+
+
+@pytest.mark.parametrize("method", stats.QUANTILE_METHODS)
+def test_median_iqr_of_one_value_is_that_value(method):
+    assert stats.median_iqr([0.25], method=method) == (0.25, 0.25, 0.25)
+    assert stats.median_iqr(np.array([0.25]), method=method).spread == 0.0
+
+
+def test_median_iqr_methods_are_numpy_pandas_and_the_standard_library_bit_for_bit():
+    import statistics
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    for n in range(2, 21):
+        for _ in range(20):
+            x = rng.lognormal(np.log(0.3), 0.3, n)
+            q = stats.median_iqr(x)
+            assert q == (np.percentile(x, 25), np.median(x), np.percentile(x, 75))
+            series = pd.Series(x)
+            assert q == (series.quantile(0.25), series.median(), series.quantile(0.75))
+            grouped = pd.DataFrame({"name": "a", "s": x}).groupby("name")["s"]
+            by_pandas = stats.median_iqr(x, method="pandas-groupby")
+            assert by_pandas == (grouped.quantile(0.25)["a"], grouped.median()["a"],
+                                 grouped.quantile(0.75)["a"])
+            by_python = stats.median_iqr(list(x), method="statistics")
+            assert by_python == tuple(statistics.quantiles(x, n=4, method="inclusive"))
+            # one definition: the three differ in the last bits only, the medians not at all
+            for other in (by_pandas, by_python):
+                assert other == pytest.approx(q, rel=1e-14, abs=0)
+                assert other.median == q.median == statistics.median(x)
+
+
+def test_median_iqr_is_not_moved_by_a_few_slow_repeats():
+    q = stats.median_iqr([0.1] * 8 + [5.0, 9.0])
+    assert q.median == pytest.approx(0.1) and q.q25 == pytest.approx(0.1)
+    assert q.q75 == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("method", stats.QUANTILE_METHODS)
+def test_median_iqr_returns_python_floats_for_any_numbers(method):
+    import pandas as pd
+
+    for values in ([3, 1, 2], np.array([1, 2, 3], dtype=np.float32), pd.Series([1, 2, 3])):
+        q = stats.median_iqr(values, method=method)
+        assert q == (1.5, 2.0, 2.5) and all(type(v) is float for v in q)
+
+
+def test_spread_of_a_zero_median_says_to_use_the_iqr():
+    q = stats.median_iqr([-1.0, 0.0, 1.0])
+    assert q.iqr == 1.0
+    with pytest.raises(ValueError, match="use .iqr"):
+        q.spread
+
+
+@pytest.mark.parametrize("values, error, message", [
+    ([], ValueError, "at least one number"),
+    ([0.1, float("nan")], ValueError, "NaN: drop missing"),
+    ([0.1, float("inf")], ValueError, "infinite value"),
+    (np.ones((2, 3)), ValueError, r"1-D .*shape \(2, 3\).*np.ravel"),
+    (0.5, ValueError, r"1-D .*shape \(\)"),
+    (["fast", "slow"], TypeError, "sequence of numbers"),
+    ([[1.0, 2.0], [3.0]], TypeError, "sequence of numbers"),
+])
+def test_median_iqr_bad_inputs_say_what_to_do(values, error, message):
+    with pytest.raises(error, match=message):
+        stats.median_iqr(values)
+
+
+def test_median_iqr_unknown_method_lists_the_known_ones():
+    with pytest.raises(ValueError, match="use one of numpy, pandas-groupby, statistics"):
+        stats.median_iqr([1.0, 2.0], method="exclusive")
