@@ -266,61 +266,66 @@ def predict(model, X, batch_size: int = 1024, device="cpu") -> np.ndarray:
     return torch.cat(outs).numpy()
 
 
-# --------------------------------------------------------------------------- neural forecasters
+# ------------------------------------------------------------------ neural forecasters
 # All three read a window [B, L, F] and forecast the target of the hour after it as the
 # last hour's value plus a learned change: persistence is their starting point.
 class LearnedPETransformer(nn.Module):
-    """Hourly inputs -> linear -> + learned position -> nn.TransformerEncoder -> last hour."""
+    """Inputs -> linear -> + learned position -> nn.TransformerEncoder -> last hour."""
 
-    def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff, dropout,
-                 max_len=72):
+    def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff,
+                 dropout, max_len=72):
         super().__init__()
         self.temp_index = temp_index
         self.proj = nn.Linear(n_features, d_model)
         self.pos = positional.LearnedPositionalEmbedding(max_len, d_model)
-        layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout, batch_first=True,
-                                           norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
+        layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout,
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers,
+                                             enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)
 
     def forward(self, x):  # x [B, L, F]
         z = self.encoder(self.pos(self.proj(x)))  # [B, L, d_model]
         change = self.head(self.norm(z[:, -1])).squeeze(-1)  # [B]
-        return x[:, -1, self.temp_index] + change  # hour L's temperature + predicted change
+        return x[:, -1, self.temp_index] + change  # hour L's temperature + change
 
     @torch.no_grad()
     def attention_weights(self, x):
-        """Per-layer attention weights [B, h, L, L], recomputed the way each layer computes
-        them (nn.TransformerEncoderLayer does not return them)."""
+        """Per-layer attention weights [B, h, L, L], recomputed the way each layer
+        computes them (nn.TransformerEncoderLayer does not return them)."""
         z, weights = self.pos(self.proj(x)), []
         for layer in self.encoder.layers:
             h = layer.norm1(z) if layer.norm_first else z
-            _, w = layer.self_attn(h, h, h, need_weights=True, average_attn_weights=False)
+            _, w = layer.self_attn(h, h, h, need_weights=True,
+                                   average_attn_weights=False)
             weights.append(w)
             z = layer(z)
         return weights
 
 
 class ALiBiTransformer(nn.Module):
-    """Hourly inputs -> linear -> EncoderBlocks with an ALiBi bias (no positions) -> last hour."""
+    """Inputs -> linear -> EncoderBlocks with an ALiBi bias (no positions) -> last hour."""
 
-    def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff, dropout):
+    def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff,
+                 dropout):
         super().__init__()
         self.temp_index, self.num_heads = temp_index, num_heads
         self.proj = nn.Linear(n_features, d_model)
-        self.blocks = nn.ModuleList(blocks.EncoderBlock(d_model, num_heads, d_ff, dropout)
-                                    for _ in range(num_layers))
+        self.blocks = nn.ModuleList(
+            blocks.EncoderBlock(d_model, num_heads, d_ff, dropout)
+            for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)
 
     def forward(self, x, need_weights=False):  # x [B, L, F], any L
-        bias = positional.alibi_bias(self.num_heads, x.shape[1]).to(x.device)  # [h, L, L]
-        z, weights = self.proj(x), []
-        for block in self.blocks:
-            z, w = block(z, bias=bias, need_weights=need_weights)  # w [B, h, L, L] or None
+        bias = positional.alibi_bias(self.num_heads, x.shape[1])  # [h, L, L]
+        z, weights = self.proj(x), []  # z [B, L, d_model]: no position added
+        for block in self.blocks:  # w: [B, h, L, L], or None
+            z, w = block(z, bias=bias.to(x.device), need_weights=need_weights)
             weights.append(w)
-        pred = x[:, -1, self.temp_index] + self.head(self.norm(z[:, -1])).squeeze(-1)
+        change = self.head(self.norm(z[:, -1])).squeeze(-1)  # [B]
+        pred = x[:, -1, self.temp_index] + change
         return (pred, weights) if need_weights else pred
 
     @torch.no_grad()
@@ -329,19 +334,20 @@ class ALiBiTransformer(nn.Module):
 
 
 class LSTMForecaster(nn.Module):
-    """Hourly inputs -> stacked LSTM layers, read in time order -> last hidden state."""
+    """Inputs -> stacked LSTM layers, read in time order -> last hidden state."""
 
     def __init__(self, n_features, temp_index, hidden, num_layers=1, dropout=0.0):
         super().__init__()
         self.temp_index = temp_index
         self.lstm = nn.LSTM(n_features, hidden, num_layers, batch_first=True,
                             dropout=dropout if num_layers > 1 else 0.0)  # between layers
-        self.drop = nn.Dropout(dropout)  # on the last hidden state: one layer gets dropout too
+        self.drop = nn.Dropout(dropout)  # on the last hidden state (one layer too)
         self.head = nn.Linear(hidden, 1)
 
     def forward(self, x):  # x [B, L, F]
         out, _ = self.lstm(x)  # [B, L, hidden]
-        return x[:, -1, self.temp_index] + self.head(self.drop(out[:, -1])).squeeze(-1)
+        change = self.head(self.drop(out[:, -1])).squeeze(-1)  # [B]
+        return x[:, -1, self.temp_index] + change
 
 
 FORECASTERS = ("Transformer (learned PE)", "Transformer (ALiBi)", "LSTM")
@@ -357,7 +363,8 @@ def build_forecaster(name: str, config: dict, n_features: int, temp_index: int,
     missing = sorted({"size", "layers", "dropout"} - set(config))
     if missing:
         raise ValueError(f"config needs size, layers and dropout; missing {missing}")
-    size, layers, dropout = int(config["size"]), int(config["layers"]), float(config["dropout"])
+    size, layers = int(config["size"]), int(config["layers"])
+    dropout = float(config["dropout"])
     if name == "LSTM":
         return LSTMForecaster(n_features, temp_index, size, layers, dropout)
     kwargs = dict(d_model=size, num_heads=num_heads, num_layers=layers, d_ff=2 * size,

@@ -1,6 +1,6 @@
 """The random search of chapter 5: one budget for every neural forecaster, written as a table.
 
-    python scripts/search_05_time_series.py                     # full size -> book/results/
+    python scripts/search_05_time_series.py           # full size -> book/results/search/
     python scripts/search_05_time_series.py --profile smoke --out /tmp/search   # seconds
 
 For each of the three neural models (learned-PE Transformer, ALiBi Transformer, LSTM) it
@@ -9,7 +9,8 @@ before any training), trains each once (training seed 0) with the chapter's reci
 short cap (`search_epochs`, early stopping with `search_patience`), and scores it by MAE
 (degrees C) on the validation year 2013. The test year is never read.
 
-It writes two files into --out:
+It writes two files into --out (default book/results/search/, beside the results cards,
+not among them):
 - search_05_time_series.csv: one row per configuration (model, config, its settings, the
   training seed, the sampler seed, parameters, epochs run, best epoch, seconds per epoch,
   validation MAE);
@@ -94,12 +95,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", type=Path, default=None,
-                        help="folder for the table (default: book/results, full profile only)")
+                        help="folder for the table (default: book/results/search, full "
+                             "profile only)")
     args = parser.parse_args(argv)
     if args.out is None:
         if args.profile != "full":
             parser.error("a smoke run writes nowhere in the repository: give --out DIR")
-        args.out = runtime.results_dir()
+        args.out = runtime.repo_root() / "book" / "results" / "search"
     sizes = SIZES[args.profile]
     t0 = time.perf_counter()
     device = runtime.setup(seed=TRAIN_SEED)
