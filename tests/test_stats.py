@@ -216,3 +216,103 @@ def test_median_iqr_bad_inputs_say_what_to_do(values, error, message):
 def test_median_iqr_unknown_method_lists_the_known_ones():
     with pytest.raises(ValueError, match="use one of numpy, pandas-groupby, statistics"):
         stats.median_iqr([1.0, 2.0], method="exclusive")
+
+
+# ----------------------------------------------------------------- block bootstrap
+def _ar1(n, phi, seed):
+    rng = np.random.default_rng(seed)
+    x, e = np.empty(n), rng.normal(size=n)
+    x[0] = e[0]
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    return x
+
+
+def test_block_indices_are_runs_of_consecutive_rows_that_wrap():
+    rng = np.random.default_rng(0)
+    idx = stats.block_indices(100, 7, rng)
+    assert idx.shape == (100,) and idx.dtype.kind == "i"
+    assert idx.min() >= 0 and idx.max() < 100
+    runs = idx[: 98].reshape(14, 7)  # 14 whole blocks, then the cut
+    assert np.all(np.diff(runs, axis=1) % 100 == 1)  # each block: consecutive rows, mod n
+
+
+def test_block_length_one_is_the_plain_bootstrap_draw_for_draw():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=500), rng.normal(size=500)
+    gap = lambda x, y: float(x.mean() - y.mean())  # noqa: E731
+    for seed in (0, 1):
+        assert stats.block_bootstrap(gap, a, b, block_length=1, seed=seed) == \
+            stats.bootstrap(gap, a, b, seed=seed)
+
+
+def test_block_length_one_agrees_with_the_plain_bootstrap_in_distribution():
+    # different seeds, so different resamples: the intervals still agree closely
+    x = np.random.default_rng(5).normal(size=2000)
+    plain = stats.bootstrap(np.mean, x, n_resamples=4000, seed=1)
+    block = stats.block_bootstrap(np.mean, x, block_length=1, n_resamples=4000, seed=2)
+    assert (block.high - block.low) == pytest.approx(plain.high - plain.low, rel=0.1)
+    assert block.low == pytest.approx(plain.low, abs=0.01)
+
+
+def test_blocks_widen_the_interval_on_an_ar1_series_as_theory_says():
+    # the mean of AR(1) with phi = 0.8 has a standard error sqrt((1 + phi) / (1 - phi)) = 3x
+    # the iid one; the plain bootstrap misses that, blocks much longer than 1 / (1 - phi) see it
+    x = _ar1(20_000, 0.8, seed=6)
+    plain = stats.bootstrap(np.mean, x, n_resamples=1000)
+    block = stats.block_bootstrap(np.mean, x, block_length=200, n_resamples=1000)
+    ratio = (block.high - block.low) / (plain.high - plain.low)
+    assert 2.3 < ratio < 3.7
+    # on independent rows the blocks change (almost) nothing
+    iid = np.random.default_rng(7).normal(size=20_000)
+    b0 = stats.block_bootstrap(np.mean, iid, block_length=200, n_resamples=1000)
+    p0 = stats.bootstrap(np.mean, iid, n_resamples=1000)
+    r0 = (b0.high - b0.low) / (p0.high - p0.low)
+    assert 0.8 < r0 < 1.25
+
+
+def test_block_bootstrap_is_paired_and_deterministic():
+    rng = np.random.default_rng(8)
+    shared = _ar1(3000, 0.9, seed=9) * 5  # a difficulty both models share, serially correlated
+    a, b = shared + 0.3 + rng.normal(0, 0.1, 3000), shared + rng.normal(0, 0.1, 3000)
+    gap = stats.block_bootstrap(lambda x, y: float(np.mean(x - y)), a, b, block_length=50)
+    assert 0.25 < gap.low < gap.estimate < gap.high < 0.35
+    again = stats.block_bootstrap(lambda x, y: float(np.mean(x - y)), a, b, block_length=50)
+    assert gap == again
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(block_length=0), "block_length must be an int from 1"),
+    (dict(block_length=11), "block_length must be an int from 1"),
+    (dict(block_length=2.5), "block_length must be an int from 1"),
+    (dict(block_length=True), "block_length must be an int from 1"),
+    (dict(block_length=2, n_resamples=10), "too few"),
+    (dict(block_length=2, level=1.5), "level must be between 0 and 1"),
+])
+def test_block_bootstrap_bad_inputs_say_what_to_do(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        stats.block_bootstrap(np.mean, np.arange(10.0), **kwargs)
+
+
+def test_block_bootstrap_needs_a_block_length_and_paired_rows():
+    with pytest.raises(TypeError):
+        stats.block_bootstrap(np.mean, np.arange(10.0))  # no block_length: a required keyword
+    with pytest.raises(ValueError, match="same number of rows"):
+        stats.block_bootstrap(lambda x, y: 0.0, np.arange(10.0), np.arange(9.0), block_length=2)
+
+
+def test_autocorrelation_of_ar1_and_white_noise():
+    acf = stats.autocorrelation(_ar1(50_000, 0.6, seed=10), 3)
+    assert acf.shape == (4,) and acf[0] == 1.0
+    assert acf[1:] == pytest.approx([0.6, 0.36, 0.216], abs=0.02)
+    noise = stats.autocorrelation(np.random.default_rng(11).normal(size=50_000), 24)
+    assert np.abs(noise[1:]).max() < 0.02
+
+
+def test_autocorrelation_bad_inputs():
+    with pytest.raises(ValueError, match="max_lag must be an int"):
+        stats.autocorrelation(np.arange(5.0), 5)
+    with pytest.raises(ValueError, match="1-D series"):
+        stats.autocorrelation(np.ones((3, 3)), 1)
+    with pytest.raises(ValueError, match="constant"):
+        stats.autocorrelation(np.ones(10), 2)
