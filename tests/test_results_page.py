@@ -112,6 +112,31 @@ def test_bind_reads_every_number_from_the_card():
     assert r.gap == pytest.approx(-0.05)
 
 
+def test_name_key_adds_the_cards_choice_to_the_label():
+    card = {**CARD, "params": {**CARD["params"], "chosen": "MLP", "count": 3}}
+    ours = {"label": "chosen on validation", "name": "params.chosen", "key": "metrics.mae_model"}
+    r = rc.bind(claim(ours=ours), {"05_demo": card})
+    assert r.ours.label == "chosen on validation: MLP"
+    with pytest.raises(rc.ClaimError, match="name key 'params.gone' is not in its results card"):
+        rc.bind(claim(ours={**ours, "name": "params.gone"}), {"05_demo": card})
+    with pytest.raises(rc.ClaimError, match="holds 3, not a name"):
+        rc.bind(claim(ours={**ours, "name": "params.count"}), {"05_demo": card})
+
+
+def test_name_key_in_chinese_uses_the_translated_label_and_names():
+    card = {**CARD, "params": {**CARD["params"], "chosen": "MLP", "second": "ridge"}}
+    zh = {**ZH, "ours": "验证集上选出的模型", "baseline": "验证集上排名第二",
+          "names": {"ridge": "岭回归"}}
+    entry = claim(ours={"label": "chosen", "name": "params.chosen", "key": "metrics.mae_model"},
+                  baseline={"label": "second", "name": "params.second",
+                            "key": "metrics.mae_base"}, zh=zh)
+    r = rc.bind(entry, {"05_demo": card}, "zh_CN")
+    # a name the translation has is translated; one it lacks (MLP) is shown as the card has it
+    assert (r.ours.label, r.baseline.label) == ("验证集上选出的模型：MLP",
+                                                "验证集上排名第二：岭回归")
+    assert rc.bind(entry, {"05_demo": card}).baseline.label == "second: ridge"
+
+
 def test_missing_key_names_the_chapter_and_the_key():
     bad = claim(baseline={"label": "baseline", "key": "metrics.mae_renamed"})
     with pytest.raises(rc.ClaimError, match=r"chapter 05_demo: baseline number key "
@@ -164,6 +189,8 @@ ZH = {"claim": "模型对比基线。", "metric": "测试集 MAE", "ours": "模�
     ({**ZH, "verdict": "领先"}, "zh needs exactly the texts"),
     ({**ZH, "ours": "  "}, "each non-empty"),
     ("模型对比基线", "zh needs exactly the texts"),
+    ({**ZH, "names": ["岭回归"]}, "optionally names"),
+    ({**ZH, "names": {"ridge": ""}}, "optionally names"),
 ])
 def test_chinese_text_of_a_claim_is_checked(tmp_path, zh, message):
     import yaml

@@ -22,7 +22,8 @@ the page silently. The functions below are plain Python, tested in tests/test_re
 In another language than English (Sphinx's ``language``, e.g. ``zh_CN`` for the Chinese
 edition) every generated word comes from that language's templates in ``results_format.TEXTS``
 and every claim's words from its translation in claims.yml (``zh: {claim, metric, ours,
-baseline}``); a claim without it stops the build of that edition. None of it goes into the
+baseline}``, optionally ``names`` for the model names a card records, e.g. the one chosen
+on validation); a claim without it stops the build of that edition. None of it goes into the
 gettext catalogue.
 """
 
@@ -58,12 +59,15 @@ OURS_COLOR = "#0072B2"  # blue, as positional information in course_lib.diagrams
 BASELINE_COLOR = "#8C8C8C"  # grey: course_lib.diagrams.MUTED
 INTERVAL_COLOR = "#56B4E9"  # sky blue
 
-# A claim's words in each other language of the book: {"zh": {claim, metric, ours, baseline}}.
+# A claim's words in each other language of the book: {"zh": {claim, metric, ours, baseline}},
+# and optionally `names`, the translations of the model names a card may hold under a side's
+# `name` key ({"gradient boosting": "梯度提升"}; a name not in it is shown as the card has it).
 TRANSLATIONS = sorted(set(TEXTS) - {"en"})
 TRANSLATED_FIELDS = {"claim", "metric", "ours", "baseline"}  # ours/baseline: their labels
+OPTIONAL_TRANSLATED_FIELDS = {"names"}
 CLAIM_FIELDS = {"notebook", "claim", "metric", "better", "ours", "baseline", "interval",
                 *TRANSLATIONS}
-SIDE_FIELDS = {"label", "key", "spread", "seeds", "ratio"}
+SIDE_FIELDS = {"label", "name", "key", "spread", "seeds", "ratio"}
 
 
 class ClaimError(ExtensionError):
@@ -105,8 +109,9 @@ def load_cards(folder: Path) -> dict[str, dict]:
 def load_claims(path: Path, language: str | None = None) -> list[dict]:
     """The entries of ``claims.yml``, checked for shape (not yet against the cards).
 
-    Every translation a claim has must hold exactly the fields of ``TRANSLATED_FIELDS``;
-    with ``language`` other than English, every claim must have that language's.
+    Every translation a claim has must hold exactly the fields of ``TRANSLATED_FIELDS``
+    (and may hold ``names``, the translations of model names the card holds); with
+    ``language`` other than English, every claim must have that language's.
     """
     lang = language_key(language)
     entries = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or []
@@ -148,10 +153,16 @@ def load_claims(path: Path, language: str | None = None) -> list[dict]:
                         "claim, the metric and the two labels in that language)")
                 continue
             text = entry[key]
-            if (not isinstance(text, dict) or set(text) != TRANSLATED_FIELDS
-                    or not all(isinstance(v, str) and v.strip() for v in text.values())):
+            names = text.get("names", {}) if isinstance(text, dict) else None
+            words = {k: v for k, v in text.items() if k != "names"} if names is not None else {}
+            if (names is None or set(words) != TRANSLATED_FIELDS
+                    or not all(isinstance(v, str) and v.strip() for v in words.values())
+                    or not isinstance(names, dict)
+                    or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                               for k, v in names.items())):
                 raise ClaimError(f"{where}: {key} needs exactly the texts "
-                                 f"{sorted(TRANSLATED_FIELDS)}, each non-empty; got {text!r}")
+                                 f"{sorted(TRANSLATED_FIELDS)}, each non-empty, and optionally "
+                                 f"names (model name -> its {key} name); got {text!r}")
     return entries
 
 
@@ -239,11 +250,34 @@ def _flat_keys(value, prefix: str) -> list[str]:
     return [prefix]
 
 
-def _side(spec: dict, card: dict, chapter: str, what: str, label: str | None = None) -> Side:
+def _label(spec: dict, card: dict, chapter: str, what: str, label: str,
+           language: str | None = "en", names: dict | None = None) -> str:
+    """The label (``label``: the spec's, or its translation), followed by the card's value at
+    ``name`` when the spec has one (a model the run chose, such as the one with the lowest
+    validation error), translated by ``names`` where it has the value."""
+    if "name" not in spec:
+        return label
+    try:
+        value = lookup(card, spec["name"])
+    except KeyError:
+        raise ClaimError(f"book/claims.yml: chapter {chapter}: {what} name key "
+                         f"{spec['name']!r} is not in its results card "
+                         f"book/results/{chapter}.json. Rename the key in book/claims.yml."
+                         ) from None
+    if not isinstance(value, str) or not value:
+        raise ClaimError(f"book/claims.yml: chapter {chapter}: {what} name key "
+                         f"{spec['name']!r} holds {value!r}, not a name")
+    name = (names or {}).get(value, value)
+    return tidy(texts(language)["named_label"].format(label=label, name=name), language)
+
+
+def _side(spec: dict, card: dict, chapter: str, what: str, label: str | None = None,
+          language: str | None = "en", names: dict | None = None) -> Side:
     label = spec["label"] if label is None else label
     if spec.get("ratio"):
         return Side(label=label, value=1.0)
-    side = Side(label=label, key=spec["key"],
+    side = Side(label=_label(spec, card, chapter, what, label, language, names),
+                key=spec["key"],
                 value=_number(card, spec["key"], chapter, f"{what} number"))
     if "spread" in spec:
         side.spread = _number(card, spec["spread"], chapter, f"{what} spread")
@@ -270,9 +304,11 @@ def bind(entry: dict, cards: dict[str, dict], language: str | None = None) -> Ro
         words = entry[lang]
     row = Row(notebook=chapter, claim=" ".join(str(words["claim"]).split()),
               metric=" ".join(str(words["metric"]).split()), better=entry["better"],
-              ours=_side(entry["ours"], card, chapter, "our", label=str(words["ours"])),
+              ours=_side(entry["ours"], card, chapter, "our", label=str(words["ours"]),
+                         language=language, names=words.get("names")),
               baseline=_side(entry["baseline"], card, chapter, "baseline",
-                             label=str(words["baseline"])))
+                             label=str(words["baseline"]), language=language,
+                             names=words.get("names")))
     if entry.get("interval"):
         row.low = _number(card, entry["interval"]["low"], chapter, "interval low")
         row.high = _number(card, entry["interval"]["high"], chapter, "interval high")

@@ -41,6 +41,7 @@ TEXTS: dict[str, dict[str, str]] = {
         # results-claims: the table
         "col_claim": "Claim", "col_ours": "Ours", "col_baseline": "Baseline",
         "col_verdict": "Verdict",
+        "named_label": "{label}: {name}",
         "metric_lower": "{metric}, lower is better",
         "metric_higher": "{metric}, higher is better",
         "no_claims": "No claims in {name} yet.",
@@ -98,6 +99,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_cards_full": "以 full 运行配置完整运行一章的笔记本（make full）",
         "col_claim": "比较", "col_ours": "我们的方法", "col_baseline": "基线",
         "col_verdict": "结论",
+        "named_label": "{label}：{name}",
         "metric_lower": "{metric}，越低越好",
         "metric_higher": "{metric}，越高越好",
         "no_claims": "{name} 中还没有任何比较。",
