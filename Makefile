@@ -73,13 +73,15 @@ gettext: $(STAMP)
 	$(VENV)/bin/jupyter-book build . --builder custom --custom-builder gettext \
 		--path-output $(GETTEXT_BUILD) --warningiserror --keep-going --all
 
-# Merge the templates into the Chinese catalogues: a new or changed English message comes in
-# untranslated, or fuzzy (sphinx-intl's guess from a similar old message: check it, then delete
-# the `#, fuzzy` line); a removed one is deleted (--no-obsolete). tests/test_translations.py
+# Merge the templates into the Chinese catalogues (tools/update_translations.py): a new or
+# changed English message comes in untranslated, or fuzzy (sphinx-intl's guess from a similar
+# old message: check it, then delete the `#, fuzzy` line); a removed one is deleted
+# (--no-obsolete); then the python-format flags Babel puts on prose such as "9.1% of" are
+# dropped, so that `msgfmt --check` accepts natural Chinese. tests/test_translations.py
 # fails until every catalogue matches the sources with 0 untranslated and 0 fuzzy messages.
 po: gettext
-	$(VENV)/bin/sphinx-intl update -p $(GETTEXT_BUILD)/_build/gettext -l zh_CN -d locales \
-		--no-obsolete
+	$(PY) tools/update_translations.py $(GETTEXT_BUILD)/_build/gettext --locales locales \
+		--language zh_CN
 
 # One pytest run: unit tests in tests/ and (if there are notebooks) every notebook through
 # nbval in the smoke profile. --dist loadfile keeps all cells of a notebook on one worker.

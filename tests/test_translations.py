@@ -11,6 +11,11 @@ folder, the same as ``make gettext``) and compares every catalogue with its temp
 - every message is translated and none is fuzzy: *complete*
   (``test_catalogues_are_fully_translated``).
 
+The comparison reads ids, contexts, translations and the fuzzy mark only, never the format
+flags (``python-format``) that Babel sets on prose such as "9.1% of": ``make po``
+(tools/update_translations.py) drops them, so that ``msgfmt --check`` accepts natural Chinese,
+and a committed catalogue must carry none (``test_catalogues_carry_no_format_flags``, cheap).
+
 So a change to an English paragraph fails here until its catalogue is updated (``make po``)
 and the new message translated, in the same commit. The failure names each file and its
 counts. Reading the catalogues with Babel (Sphinx's own dependency) rather than ``sphinx-intl
@@ -23,6 +28,7 @@ build-based tests are skipped there.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -31,6 +37,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.update_translations import has_format_flags, strip_format_flags  # noqa: E402
+
 LANGUAGE = "zh_CN"
 CATALOGUES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES"
 
@@ -148,7 +158,7 @@ def test_catalogues_match_the_sources(templates):
     stale = [r for r in compare(templates, CATALOGUES) if r.stale]
     assert not stale, (
         f"{len(stale)} catalogue(s) in locales/{LANGUAGE}/LC_MESSAGES/ do not match the English "
-        "sources. Run `make po` (gettext build, then sphinx-intl update), translate the new "
+        "sources. Run `make po` (gettext build, then tools/update_translations.py), translate the new "
         "messages, delete the obsolete (#~) ones:\n" + summary(stale))
 
 
@@ -248,3 +258,75 @@ def test_the_comparison_names_every_kind_of_problem(tmp_path):
     assert page.line().startswith("book/page.po: 1 untranslated, 1 fuzzy, 2 obsolete, "
                                   "1 not in the catalogue")
     assert "book/gone.po: the book has no page" in summary([gone, new, page])
+
+
+# ------------------------------------------------------------------------ format flags
+FLAGGED = """msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=utf-8\\n"
+
+#, python-format
+msgid "It turns 9.1% of the test words into it, with a 10 % dropout."
+msgstr "它把 9.1% 的测试词变成它，dropout 为 10 %。"
+
+#, fuzzy, python-format
+msgid "About 4.7% of the hours."
+msgstr "约 4.7% 的小时。"
+
+#, no-python-format, python-format
+msgid "A 95% interval."
+msgstr "95% 区间。"
+
+#, python-brace-format, python-format
+msgid "Says 70%, as in {cite}`muller2019when`."
+msgstr "说 70%，见 {cite}`muller2019when`。"
+"""
+
+
+def test_format_flags_are_dropped_and_nothing_else():
+    stripped = strip_format_flags(FLAGGED)
+    assert "format" not in stripped.replace("Content-Type", "")
+    assert "#, fuzzy\nmsgid \"About 4.7% of the hours.\"" in stripped
+    assert stripped.count("#,") == 1
+    assert [line for line in FLAGGED.splitlines() if not line.startswith("#,")] == \
+        [line for line in stripped.splitlines() if not line.startswith("#,")]
+    assert has_format_flags(FLAGGED) and not has_format_flags(stripped)
+    assert strip_format_flags(stripped) == stripped
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="needs GNU gettext's msgfmt")
+def test_msgfmt_check_accepts_natural_chinese_once_the_flags_are_dropped(tmp_path):
+    """What the flags did: msgfmt --check fails on a natural translation of "9.1% of"."""
+    path = tmp_path / "page.po"
+    path.write_text(FLAGGED, encoding="utf-8")
+    check = ["msgfmt", "--check", "-o", "/dev/null", str(path)]
+    assert subprocess.run(check, capture_output=True).returncode != 0
+    path.write_text(strip_format_flags(FLAGGED), encoding="utf-8")
+    result = subprocess.run(check, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_comparison_does_not_depend_on_format_flags(tmp_path):
+    """A catalogue is current and complete with or without the flags Babel would set."""
+    pot, po = tmp_path / "pot", tmp_path / "po"
+    template = "\n".join(
+        'msgstr ""' if line.startswith('msgstr "') else line  # the .pot: no translations
+        for line in FLAGGED.splitlines() if not line.startswith("#,"))
+    for folder, text in [(pot, template), (po, FLAGGED.replace("#, fuzzy, ", "#, "))]:
+        folder.mkdir()
+        (folder / ("page.pot" if folder == pot else "page.po")).write_text(text,
+                                                                           encoding="utf-8")
+    assert compare(pot, po) == []
+    (po / "page.po").write_text(strip_format_flags(FLAGGED.replace("#, fuzzy, ", "#, ")),
+                                encoding="utf-8")
+    assert compare(pot, po) == []
+
+
+def test_catalogues_carry_no_format_flags():
+    """``make po`` drops them; a catalogue updated by sphinx-intl alone still has them, and
+    ``msgfmt --check`` then rejects a natural translation of "9.1% of"."""
+    flagged = [str(p.relative_to(ROOT)) for p in sorted(CATALOGUES.rglob("*.po"))
+               if has_format_flags(p.read_text(encoding="utf-8"))]
+    assert not flagged, ("catalogues with python-format (or other format) flags: "
+                         f"{flagged}; run `python tools/update_translations.py` (make po "
+                         "does) to drop them")
