@@ -231,3 +231,18 @@ def test_chinese_search_indexes_the_same_words_with_a_set_of_latin_terms():
         assert "多头注意力" in words(editions.TermSet())
     finally:
         SearchChinese.latin_terms = original
+
+
+def test_the_gettext_build_picks_the_outputs_the_html_build_shows():
+    """Of an output's text forms, the gettext build (the catalogues' templates) takes the one
+    the HTML page shows: a displayed source listing (text/html and text/latex) is raw HTML to
+    it, never a message, as MyST-NB's own gettext order (text/latex first) made it."""
+    from myst_nb.core.render import get_mime_priority
+
+    overrides = [tuple(o) for o in SPHINX["nb_mime_priority_overrides"]]
+    text = ["text/html", "text/markdown", "text/latex", "text/plain"]
+    html = [m for m in get_mime_priority("html", overrides) if m in text]
+    gettext = get_mime_priority("gettext", overrides)
+    assert html == text and [m for m in gettext if m in text] == html
+    default = [m for m in get_mime_priority("gettext", []) if m in text]
+    assert default[0] == "text/latex"  # what the overrides change
