@@ -140,7 +140,10 @@ def quoted_numbers(markdown: str) -> list[tuple[str, int]]:
     return found
 
 
-_ANY_NUMBER = re.compile(r"\d[\d,_]*(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?")
+# A comma belongs to a number only between digits: "8,744" and "(1,2)", never the comma that
+# ends it ("8744, 0.5", "in 2014, the").
+_ANY_NUMBER = re.compile(r"\d(?:[\d_]|,(?=\d))*(?:\.\d+)?(?:[eE][-+]?\d+)?"
+                         r"|\.\d+(?:[eE][-+]?\d+)?")
 
 
 def numbers_in(text: str) -> set[Decimal]:
@@ -265,7 +268,9 @@ def violations(nb: dict, allowed: dict[str, str] | None = None) -> list[dict]:
 
 # ----------------------------------------------------------------------- the translations
 # A number as written: digits with thousands separators, decimals, an exponent, and the
-# percent sign (with the space before it, if any) or a factor's x that follows it.
+# percent sign (with the space before it, if any) or a factor's x that follows it. A comma
+# counts only as a thousands separator (followed by three digits), never the comma after a
+# number ("in 2014, the" and "2014 年，" both quote 2014).
 _MESSAGE_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+\u2212]?\d+)?"
                              r"(?: ?%|[x\u00d7](?![A-Za-z0-9_]))?")
 CATALOGUES = sorted((ROOT / "locales").glob("*/LC_MESSAGES/**/*.po"))
@@ -386,6 +391,15 @@ def test_matching_rules(quoted, printed, ok):
     assert (violations(nb) == []) is ok
 
 
+def test_a_comma_after_a_number_is_not_part_of_it():
+    assert [m.group() for m in _ANY_NUMBER.finditer("(8744, 0.5), 2014, 8,744,")] == \
+        ["8744", "0.5", "2014", "8,744"]
+    assert numbers_in("(8744, 0.5), 1,2,") == {Decimal(8744), Decimal("0.5"), Decimal(12),
+                                               Decimal(1), Decimal(2)}
+    assert [m.group() for m in _MESSAGE_NUMBER.finditer("in 2014, 8,744, 0.41, 95 %,")] == \
+        ["2014", "8,744", "0.41", "95 %"]
+
+
 def test_where_numbers_are_found():
     table = "<table><tr><td>0.7918</td><td>1,068.6</td></tr></table>"
     assert violations(_notebook("0.792 and 1,069 and 1,068.6", html_out=table)) == []
@@ -458,6 +472,9 @@ def test_there_are_catalogues_to_check():
     ("two approaches", "两种方法", True),
     ("the 5-gram and 3-grams", "5 元语法模型和 3 元组", True),
     ("0.41 and 0.41", "0.41", False),  # a multiset: both occurrences
+    ("in 2014, 8,744 windows, 0.41,", "2014 年，8,744 个窗口，0.41，", True),  # comma after
+    ("1,000, then 30,000,", "1,000，然后 30,000，", True),
+    ("heads 1,2 and 3", "第 1、2 和 3 个头", True),  # "1,2" is two numbers, not 1,2
 ])
 def test_translation_numbers_rule(english, translated, ok):
     from babel.messages.catalog import Catalog
