@@ -6,7 +6,8 @@
 #   make lab      JupyterLab on the notebooks (LAB=student: on the student edition)
 #   make full     re-execute every notebook in the full profile, in place (NB=... for one)
 #   make smoke    run notebooks in the smoke profile into a temp folder (NB=... for one)
-#   make student  regenerate the student edition in student/ from notebooks/
+#   make student  regenerate the student edition in student/ from notebooks/ (nbgrader's release)
+#   make assignments  the nbgrader course folder assignments/: every chapter an assignment
 #   make lint     ruff
 #   make clean    remove build outputs (make distclean also removes .venv)
 #
@@ -25,7 +26,7 @@ WORKERS ?= 2
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: book test test-minimum lab full smoke student lint clean distclean install
+.PHONY: book test test-minimum lab full smoke student assignments lint clean distclean install
 
 install: $(STAMP)
 
@@ -95,10 +96,17 @@ full: $(STAMP)
 smoke: $(STAMP)
 	$(PY) tools/run_notebooks.py --profile smoke $(NB)
 
-# The student edition: every solution cell emptied, every output cleared (see the tool's
-# docstring); `$(PY) tools/make_student_edition.py --check` only reports what is stale.
+# The student edition: nbgrader's release of each chapter, every solution cell emptied, every
+# output cleared (see the tool's docstring); `$(PY) tools/make_student_edition.py --check`
+# only reports what is stale.
 student: $(STAMP)
 	$(PY) tools/make_student_edition.py
+
+# The nbgrader course folder (source/, release/, gradebook.db, nbgrader_config.py): run
+# nbgrader's own commands from there (book/instructors.md). Rebuilding keeps the gradebook.
+ASSIGNMENTS ?= assignments
+assignments: $(STAMP)
+	$(PY) tools/make_assignments.py --course $(ASSIGNMENTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

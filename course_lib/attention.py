@@ -231,7 +231,10 @@ class MultiHeadAttention(nn.Module):
 
     @torch.no_grad()
     def load_from_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
-        """Copy the weights of a ``torch.nn.MultiheadAttention`` (batch_first, same sizes)."""
+        """Copy the weights of a ``torch.nn.MultiheadAttention``.
+
+        It must be batch_first and of the same sizes.
+        """
         if mha.embed_dim != self.d_model or mha.num_heads != self.num_heads:
             raise ValueError(
                 f"sizes differ: torch module has embed_dim={mha.embed_dim}, "

@@ -63,14 +63,15 @@ def _quiet_stderr():
 def peak_cpu_memory(fn: Callable[[], object]) -> int:
     """Peak CPU memory (bytes) that PyTorch allocated while running ``fn()`` once.
 
-    Measured with the profiler's memory tracking: every operator's net allocation, taken in
-    the order the operators start; the peak is the largest running total. Tensors that
-    ``fn`` returns count (they are alive at the end). Only PyTorch's CPU allocations are
-    seen, not Python objects and not GPU memory.
+    Measured with the profiler's memory tracking: every operator's net allocation,
+    taken in the order the operators start; the peak is the largest running total.
+    Tensors that ``fn`` returns count (they are alive at the end). Only PyTorch's CPU
+    allocations are seen, not Python objects and not GPU memory.
     """
     _check_callable(fn)
     with _quiet_stderr():
-        with torch.autograd.profiler.profile(profile_memory=True, use_kineto=False) as prof:
+        memory = dict(profile_memory=True, use_kineto=False)
+        with torch.autograd.profiler.profile(**memory) as prof:
             result = fn()
     events = sorted(prof.function_events, key=lambda e: e.time_range.start)
     current = peak = 0

@@ -305,8 +305,13 @@ def allreduce_gradients(model: torch.nn.Module, world_size: int) -> None:
 
 
 def _probe(model, batch, cfg: TrainConfig, world_size: int, repeats: int) -> dict:
-    """Seconds per forward+backward with and without gradient communication, and per
-    all-reduce of one buffer as large as all gradients (means over ``repeats``)."""
+    """Seconds of a forward + backward pass with and without the gradient communication,
+    and of one all-reduce of a buffer as large as all gradients: ``repeats`` rounds, the
+    three interleaved in every round, each one started together by a barrier.
+
+    Returns ``{"local": [...], "synced": [...], "allreduce": [...], "gradient_mb": x}``,
+    one time per round; ``comm_summary`` turns it into medians and shares.
+    """
     def fwd_bwd(sync: bool):
         if cfg.mode == "ddp":
             with contextlib.nullcontext() if sync else model.no_sync():
@@ -317,22 +322,82 @@ def _probe(model, batch, cfg: TrainConfig, world_size: int, repeats: int) -> dic
                 allreduce_gradients(model, world_size)
         model.zero_grad(set_to_none=True)
 
-    def timed(fn):
-        fn()  # once untimed
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        dist.barrier()
-        return (time.perf_counter() - start) / repeats
-
     n = sum(p.numel() for p in model.parameters())
     dtype = next(model.parameters()).dtype
     buffer = torch.zeros(n, device=batch.device, dtype=dtype)
-    return {"fwd_bwd_local": timed(lambda: fwd_bwd(False)),
-            "fwd_bwd_synced": timed(lambda: fwd_bwd(True)),
-            "allreduce_all_gradients": timed(lambda: dist.all_reduce(buffer)),
-            "gradient_mb": n * buffer.element_size() / 1e6}
+    parts = {"local": lambda: fwd_bwd(False), "synced": lambda: fwd_bwd(True),
+             "allreduce": lambda: dist.all_reduce(buffer)}
+    for fn in parts.values():
+        fn()  # once untimed
+    times = {name: [] for name in parts}
+    for _ in range(repeats):
+        for name, fn in parts.items():
+            dist.barrier()  # every process starts the part at the same moment
+            start = time.perf_counter()
+            fn()
+            if batch.device.type == "cuda":
+                torch.cuda.synchronize(batch.device)
+            times[name].append(time.perf_counter() - start)
+    return {**times, "gradient_mb": n * buffer.element_size() / 1e6}
+
+
+def _quartiles(values) -> tuple[float, float, float]:
+    import statistics
+
+    values = sorted(float(v) for v in values)
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def step_summary(step_seconds, skip: int | None = None) -> dict:
+    """Median milliseconds per step and the middle half of the steps (``q25``, ``q75``).
+
+    The first ``skip`` steps are left out (default: a tenth of the steps, at least one, when
+    there are more than two): they carry one-off costs (allocation, kernel choice). A median
+    is not moved by the few slow steps that a shared machine throws in, which a mean
+    (steps / total time) is. Pass several runs' steps together to pool repeats.
+    """
+    seconds = [float(t) for t in step_seconds]
+    if not seconds or not all(t > 0 for t in seconds):
+        raise ValueError(f"step_seconds must be a non-empty list of positive seconds, "
+                         f"got {seconds[:5]}...")
+    if skip is None:
+        skip = max(1, len(seconds) // 10) if len(seconds) > 2 else 0
+    if not isinstance(skip, int) or not 0 <= skip < len(seconds):
+        raise ValueError(f"skip must be an int in [0, {len(seconds)}), got {skip!r}")
+    q1, q2, q3 = _quartiles(seconds[skip:])
+    return {"median_ms": 1000 * q2, "q25_ms": 1000 * q1, "q75_ms": 1000 * q3,
+            "steps": len(seconds) - skip}
+
+
+def comm_summary(probes) -> dict:
+    """What the communication costs, from one or more ``_probe`` results (pooled).
+
+    ``exposed_ms`` = median synced pass - median local pass: the communication that the
+    backward pass did not hide, plus waiting for the other process. ``exposed_share`` is
+    that over the median synced pass, which contains it, so it lies in [0, 1).
+    ``allreduce_share``: one all-reduce of all gradients, alone, over the synced pass.
+    Medians and quartiles in milliseconds for each part.
+    """
+    probes = [probes] if isinstance(probes, dict) else list(probes)
+    if not probes:
+        raise ValueError("no probe results: train with probe_steps > 0 and world_size > 1")
+    out = {}
+    for name in ("local", "synced", "allreduce"):
+        values = [t for p in probes for t in p.get(name, [])]
+        if not values:
+            raise ValueError(f"the probe results hold no {name!r} times")
+        q1, q2, q3 = _quartiles(values)
+        out[f"{name}_ms"] = 1000 * q2
+        out[f"{name}_q25_ms"], out[f"{name}_q75_ms"] = 1000 * q1, 1000 * q3
+    out["exposed_ms"] = max(0.0, out["synced_ms"] - out["local_ms"])
+    out["exposed_share"] = out["exposed_ms"] / out["synced_ms"]
+    out["allreduce_share"] = out["allreduce_ms"] / out["synced_ms"]
+    out["rounds"] = sum(len(p["synced"]) for p in probes)
+    out["gradient_mb"] = probes[0].get("gradient_mb")
+    return out
 
 
 def train(rows: torch.Tensor, vocab_size: int, cfg: TrainConfig, val_rows=None,
@@ -374,7 +439,7 @@ def train(rows: torch.Tensor, vocab_size: int, cfg: TrainConfig, val_rows=None,
               for m in range(micro)]
 
     losses = torch.zeros(cfg.steps, dtype=torch.float64)
-    step_seconds, comm_seconds = [], []
+    step_seconds, comm_seconds, last_log = [], [], 0
     model.train()
     for step in range(cfg.steps):
         start = time.perf_counter()
@@ -406,22 +471,24 @@ def train(rows: torch.Tensor, vocab_size: int, cfg: TrainConfig, val_rows=None,
             if world > 1:  # a scalar all-reduce, only on logging steps
                 dist.all_reduce(shown)
                 shown /= world
+            since = step_seconds[-(step + 1 - last_log):]  # the steps since the last line
+            last_log = step + 1
             print0(f"step {step + 1:>4}/{cfg.steps}  loss {shown.item():.4f}  "
-                   f"({1 / step_seconds[-1]:.2f} steps/s)")
+                   f"(median {1000 * _quartiles(since)[1]:.0f} ms/step over {len(since)})")
 
     if world > 1:  # every process's losses -> the loss of the global batch, step by step
         losses = losses.to(device)
         dist.all_reduce(losses)
         losses = (losses / world).cpu()
-    skip = max(1, cfg.steps // 10)  # the first steps include one-off set-up costs
-    timed = step_seconds[skip:] or step_seconds
+    timing = step_summary(step_seconds)  # median: not moved by a few slow steps
     stats = {"mode": cfg.mode, "world_size": world, "micro_batches": micro,
              "per_process_batch": b, "global_batch": cfg.global_batch,
              "backend": dist.get_backend() if dist.is_initialized() else None,
              "device": str(device), "dtype": cfg.dtype, "threads": torch.get_num_threads(),
              "params": sum(p.numel() for p in bare.parameters()),
              "loss": losses.tolist(), "step_seconds": step_seconds,
-             "steps_per_second": len(timed) / sum(timed),
+             "step_median_ms": timing["median_ms"],
+             "steps_per_second": 1000 / timing["median_ms"],  # of the median step
              "comm_seconds": comm_seconds}
     if cfg.probe_steps and world > 1:
         stats["probe"] = _probe(model, next(shards[0]).to(device), cfg, world, cfg.probe_steps)

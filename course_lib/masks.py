@@ -20,10 +20,13 @@ def causal_mask(length: int, device=None) -> torch.Tensor:
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """bool[B, 1, 1, L]: True where the key is a real token, False where it is padding.
 
-    The two singleton dimensions let it broadcast over heads and queries: [B, h, Lq, Lk].
+    The two singleton dimensions let it broadcast over heads and queries:
+    [B, h, Lq, Lk].
     """
     if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+        raise TypeError(
+            f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}"
+        )
     if tokens.dim() != 2:
         raise ValueError(f"tokens must have shape [B, L], got {tuple(tokens.shape)}")
     if tokens.is_floating_point() or tokens.dtype == torch.bool:

@@ -64,6 +64,12 @@ PROBE_FILE = "precision_probe.json"
 PROBE_SOURCES = ("measured", "cached", "skipped", "failed", "override", "not cpu")
 
 _CURRENT: Precision | None = None
+# Measurements made by earlier runs of the course on other machines (the same translator
+# training step, float32 time / bf16 autocast time). Quoted as such, never as this machine's.
+OTHER_MACHINES = (
+    {"cpu": "Intel Xeon, avx512_bf16 without AMX", "bf16_speedup": "0.70x"},
+    {"cpu": "AMD EPYC with AVX-512 BF16", "bf16_speedup": "1.32x-1.75x"},
+)
 
 
 # --------------------------------------------------------------------------- the CPU
@@ -134,6 +140,96 @@ def decide(fp32_seconds, bf16_seconds, margin: float = BF16_MARGIN) -> tuple[str
 def _pick(speedup: float | None, margin: float = BF16_MARGIN) -> str:
     """The rule itself: bf16 only for a measured speed-up of at least ``margin``."""
     return "bf16" if speedup is not None and speedup >= margin else "fp32"
+
+
+# --------------------------------------------------------------------------- where the time goes
+# Operator groups of a profile. Matrix products by their own (self) time; casts by the whole
+# time of ``aten::_to_copy`` (every dtype conversion of ``.to()`` and of autocast goes
+# through it), which includes the copy kernel it calls and nothing else.
+OP_GROUPS = {
+    "matrix products": (("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"), "self_ms"),
+    "casts (aten::_to_copy)": (("aten::_to_copy",), "total_ms"),
+}
+
+
+def profile_ops(fn, warmup: int = 1):
+    """Run ``fn()`` once under ``torch.profiler`` (after ``warmup`` untimed calls) and return
+    one row per operator: ``calls``, ``self_ms`` (time inside the operator itself) and
+    ``total_ms`` (with the operators it calls), sorted by ``self_ms``.
+
+    The sum of ``self_ms`` over all rows is the profiled CPU time (``time_shares`` divides
+    by it). Only operators are seen, not the kernel an operator picks (``onednn_trace``).
+    """
+    import pandas as pd
+    from torch.profiler import ProfilerActivity, profile
+
+    from .cost import _quiet_stderr  # the profiler writes start/stop notes to stderr
+
+    if not callable(fn):
+        raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    for _ in range(warmup):
+        fn()
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    rows = [{"op": e.key, "calls": e.count, "self_ms": e.self_cpu_time_total / 1000,
+             "total_ms": e.cpu_time_total / 1000} for e in prof.key_averages()]
+    table = pd.DataFrame(rows, columns=["op", "calls", "self_ms", "total_ms"])
+    return table.sort_values("self_ms", ascending=False).set_index("op")
+
+
+def time_shares(table, groups=None) -> dict[str, float]:
+    """Share of the profiled time (sum of ``self_ms``) that each of ``groups`` takes
+    (default ``OP_GROUPS``: matrix products, casts); the rest is everything else."""
+    groups = OP_GROUPS if groups is None else groups
+    missing = {"self_ms", "total_ms"} - set(getattr(table, "columns", ()))
+    if missing:
+        raise ValueError(f"table needs the columns of profile_ops; missing {sorted(missing)}")
+    total = float(table["self_ms"].sum())
+    if not total > 0:
+        raise ValueError("the profile holds no time: did fn() run any PyTorch operator?")
+    shares = {}
+    for name, (ops, column) in groups.items():
+        shares[name] = float(table.loc[table.index.isin(ops), column].sum()) / total
+    shares["everything else"] = max(0.0, 1.0 - sum(shares.values()))
+    return shares
+
+
+def onednn_trace(snippets: dict[str, str], timeout: float = 300.0) -> dict[str, list[str]]:
+    """Which oneDNN kernels run each snippet of code: ``{name: ["matmul brg_matmul:avx2"...]}``.
+
+    The snippets run in order in one fresh Python (``import torch`` done) with
+    ``ONEDNN_VERBOSE=1``, which makes oneDNN print a line for every primitive it executes,
+    naming the primitive and its implementation (the instruction set is in the name). An
+    empty list means the snippet ran no oneDNN kernel: PyTorch used another library or its
+    own loops. Raises ``RuntimeError`` with Python's error output when a snippet fails.
+    """
+    import sys
+
+    if not isinstance(snippets, dict) or not snippets:
+        raise TypeError("snippets must be a non-empty dict {name: code}")
+    marker = "### course_lib snippet "
+    lines = ["import torch"]
+    for i, code in enumerate(snippets.values()):
+        if not isinstance(code, str):
+            raise TypeError(f"snippet {i} must be a string of Python code")
+        lines += [f"print({marker + str(i)!r}, flush=True)", code]
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1"}
+    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], env=env, text=True,
+                          capture_output=True, timeout=timeout)
+    if done.returncode:
+        raise RuntimeError(f"the snippets failed (exit status {done.returncode}):\n"
+                           f"{done.stderr[-2000:]}")
+    names, found, current = list(snippets), {name: [] for name in snippets}, None
+    for line in done.stdout.splitlines():
+        if line.startswith(marker):
+            current = names[int(line[len(marker):])]
+        elif current is not None and ",exec," in line:
+            fields = line.split(",")
+            i = fields.index("exec")
+            found[current].append(" ".join(fields[i + 2:i + 4]))  # primitive, implementation
+    return found
 
 
 # --------------------------------------------------------------------------- the probe
@@ -448,3 +544,37 @@ def set_current(precision: Precision) -> Precision:
 def current() -> Precision:
     """The precision chosen by the last ``runtime.setup`` (float32 on the CPU before any)."""
     return _CURRENT if _CURRENT is not None else Precision("fp32", "cpu")
+
+
+def speedup_summary(times, baseline: str = "fp32", other: str = "bf16") -> dict:
+    """Milliseconds and speed-up of ``other`` over ``baseline`` from a
+    ``cost.time_interleaved`` table (both names timed in the same rounds).
+
+    Returns ``{baseline}_ms`` and ``{other}_ms`` (medians), their ``_q25``/``_q75``
+    (the middle half of the rounds), ``speedup`` (median baseline / median other: above 1,
+    ``other`` is faster), ``speedup_q25``/``speedup_q75`` (of the per-round ratios: how
+    much one round's comparison varies) and ``rounds``.
+    """
+    missing = {"name", "round", "seconds"} - set(getattr(times, "columns", ()))
+    if missing:
+        raise ValueError(f"times needs the columns of cost.time_interleaved; missing "
+                         f"{sorted(missing)}")
+    per_round = times.pivot_table(index="round", columns="name", values="seconds")
+    absent = [n for n in (baseline, other) if n not in per_round.columns]
+    if absent:
+        raise ValueError(f"no times named {absent}; the table has {sorted(per_round.columns)}")
+    per_round = per_round[[baseline, other]].dropna()
+    if per_round.empty:
+        raise ValueError(f"{baseline!r} and {other!r} were never timed in the same round")
+    out = {}
+    for name in (baseline, other):
+        ms = 1000 * per_round[name]
+        out[f"{name}_ms"] = float(ms.median())
+        out[f"{name}_q25"] = float(ms.quantile(0.25))
+        out[f"{name}_q75"] = float(ms.quantile(0.75))
+    ratio = per_round[baseline] / per_round[other]
+    out["speedup"] = out[f"{baseline}_ms"] / out[f"{other}_ms"]
+    out["speedup_q25"] = float(ratio.quantile(0.25))
+    out["speedup_q75"] = float(ratio.quantile(0.75))
+    out["rounds"] = len(per_round)
+    return out

@@ -143,6 +143,64 @@ def test_allreduce_gradients_averages(group_of_one):
     assert torch.equal(model.weight.grad, before)
 
 
+def test_probe_times_each_part_in_every_round(group_of_one):
+    info, _ = group_of_one
+    cfg = _tiny(mode="ddp")
+    torch.manual_seed(0)
+    bare = gpt.GPT(gpt.GPTConfig(vocab_size=20, max_len=8, d_model=16, num_heads=2,
+                                 num_layers=1, d_ff=32, dropout=0.0))
+    model = torch.nn.parallel.DistributedDataParallel(bare)
+    probe = D._probe(model, _rows(n=4), cfg, world_size=1, repeats=3)
+    assert {k: len(v) for k, v in probe.items() if k != "gradient_mb"} == {
+        "local": 3, "synced": 3, "allreduce": 3}
+    assert all(t > 0 for k in ("local", "synced", "allreduce") for t in probe[k])
+    n = sum(p.numel() for p in bare.parameters())
+    assert probe["gradient_mb"] == pytest.approx(4 * n / 1e6)
+    assert all(p.grad is None for p in bare.parameters()), "the probe leaves no gradients"
+    summary = D.comm_summary([probe, probe])
+    assert summary["rounds"] == 6 and 0 <= summary["exposed_share"] < 1
+
+
+def test_comm_summary_of_made_up_probes():
+    probe = {"local": [0.1, 0.1, 0.1], "synced": [0.15, 0.14, 0.16],
+             "allreduce": [0.01, 0.02, 0.01], "gradient_mb": 4.2}
+    out = D.comm_summary(probe)
+    assert out["synced_ms"] == pytest.approx(150) and out["local_ms"] == pytest.approx(100)
+    assert out["exposed_ms"] == pytest.approx(50)
+    assert out["exposed_share"] == pytest.approx(1 / 3)  # of the synced pass that holds it
+    assert out["allreduce_share"] == pytest.approx(10 / 150)
+    assert out["synced_q25_ms"] <= out["synced_ms"] <= out["synced_q75_ms"]
+    faster = {**probe, "synced": [0.09, 0.09, 0.09]}  # noise: no exposed time below zero
+    assert D.comm_summary(faster)["exposed_ms"] == 0.0
+    with pytest.raises(ValueError, match="probe_steps"):
+        D.comm_summary([])
+    with pytest.raises(ValueError, match="no 'allreduce' times"):
+        D.comm_summary({"local": [0.1], "synced": [0.1], "allreduce": []})
+
+
+def test_step_summary_takes_medians_after_the_first_steps():
+    seconds = [5.0] + [0.1] * 17 + [2.0, 3.0]  # one slow first step, two slow steps late on
+    out = D.step_summary(seconds)
+    assert out["steps"] == 18  # a tenth (2 steps) left out
+    assert out["median_ms"] == pytest.approx(100)  # the mean would be 0.37 s
+    assert out["q25_ms"] == pytest.approx(100) and out["q75_ms"] == pytest.approx(100)
+    assert D.step_summary([0.1, 0.3], skip=0)["median_ms"] == pytest.approx(200)
+    assert D.step_summary([0.2])["median_ms"] == pytest.approx(200)
+    with pytest.raises(ValueError, match="positive seconds"):
+        D.step_summary([])
+    with pytest.raises(ValueError, match="positive seconds"):
+        D.step_summary([0.1, -1.0])
+    with pytest.raises(ValueError, match="skip"):
+        D.step_summary([0.1, 0.2], skip=2)
+
+
+def test_training_log_reports_the_median_step(capsys):
+    _, stats = D.train(_rows(), 20, _tiny(steps=4, log_every=2))
+    out = capsys.readouterr().out
+    assert out.count("ms/step over 2") == 2
+    assert stats["steps_per_second"] == pytest.approx(1000 / stats["step_median_ms"])
+
+
 # --------------------------------------------------------------------------- data
 def test_full_windows_have_no_padding():
     seqs = [list(range(3, 3 + 20)), list(range(3, 3 + 9)), [5, 6]]

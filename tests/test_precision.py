@@ -512,3 +512,106 @@ def test_gpu_profile_card_goes_to_its_own_folder(tmp_path, monkeypatch):
                        metrics={"x": 1.0})
     assert (tmp_path / "gpu" / "zz_gpu.json").is_file()
     assert not (tmp_path / "zz_gpu.json").exists()
+
+
+# --------------------------------------------------------------------------- where the time goes
+def test_profile_ops_and_time_shares_find_the_matrix_products_and_the_casts():
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+
+    def work():
+        return (a.to(torch.float64) @ b.to(torch.float64)).sum()
+
+    table = precision.profile_ops(work)
+    assert list(table.columns) == ["calls", "self_ms", "total_ms"]
+    assert table.loc["aten::mm", "calls"] == 1 and table.loc["aten::_to_copy", "calls"] == 2
+    assert (table["self_ms"] <= table["total_ms"] + 1e-9).all()
+    assert table["self_ms"].is_monotonic_decreasing
+    shares = precision.time_shares(table)
+    assert set(shares) == {*precision.OP_GROUPS, "everything else"}
+    assert shares["matrix products"] > 0 and shares["casts (aten::_to_copy)"] > 0
+    assert math.isclose(sum(shares.values()), 1.0) or sum(shares.values()) > 1.0 - 1e-9
+
+
+def test_time_shares_of_a_made_up_profile():
+    import pandas as pd
+
+    table = pd.DataFrame({"self_ms": [6.0, 1.0, 3.0], "total_ms": [6.0, 2.0, 3.0]},
+                         index=["aten::mm", "aten::_to_copy", "aten::add"])
+    shares = precision.time_shares(table)
+    assert shares["matrix products"] == pytest.approx(0.6)
+    assert shares["casts (aten::_to_copy)"] == pytest.approx(0.2)  # its whole time
+    assert shares["everything else"] == pytest.approx(0.2)
+
+
+def test_profile_ops_and_time_shares_reject_bad_inputs():
+    import pandas as pd
+
+    with pytest.raises(TypeError, match="function of no arguments"):
+        precision.profile_ops(3)
+    with pytest.raises(ValueError, match="warmup"):
+        precision.profile_ops(lambda: None, warmup=-1)
+    with pytest.raises(ValueError, match="missing"):
+        precision.time_shares(pd.DataFrame({"self_ms": [1.0]}))
+    with pytest.raises(ValueError, match="no time"):
+        precision.time_shares(pd.DataFrame({"self_ms": [], "total_ms": []}))
+
+
+def test_onednn_trace_parses_the_verbose_lines(monkeypatch):
+    import subprocess
+
+    seen = {}
+
+    def fake_run(cmd, env, **kwargs):
+        seen["env"], seen["code"] = env, cmd[-1]
+        out = ("### course_lib snippet 0\n"
+               "onednn_verbose,v1,primitive,exec,cpu,convolution,brgconv:avx2,forward,src:f32\n"
+               "### course_lib snippet 1\nsomething else the snippet printed\n")
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(precision.subprocess, "run", fake_run)
+    found = precision.onednn_trace({"conv": "conv()", "mm": "mm()"})
+    assert found == {"conv": ["convolution brgconv:avx2"], "mm": []}
+    assert seen["env"]["ONEDNN_VERBOSE"] == "1" and "conv()" in seen["code"]
+
+
+def test_onednn_trace_runs_real_snippets_and_reports_failures():
+    found = precision.onednn_trace({"nothing": "x = 1", "add": "torch.ones(2) + 1"})
+    assert found == {"nothing": [], "add": []}  # an addition never calls oneDNN
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        precision.onednn_trace({"bad": "1 / 0"})
+    with pytest.raises(TypeError, match="non-empty dict"):
+        precision.onednn_trace({})
+
+
+def test_speedup_summary_of_interleaved_times():
+    import pandas as pd
+
+    rows = [{"name": n, "round": r, "seconds": s}
+            for r, (a, b) in enumerate([(0.10, 0.20), (0.12, 0.20), (0.11, 0.40)])
+            for n, s in (("fp32", a), ("bf16", b))]
+    out = precision.speedup_summary(pd.DataFrame(rows))
+    assert out["fp32_ms"] == pytest.approx(110) and out["bf16_ms"] == pytest.approx(200)
+    assert out["speedup"] == pytest.approx(0.55) and out["rounds"] == 3
+    assert out["fp32_q25"] <= out["fp32_ms"] <= out["fp32_q75"]
+    assert out["speedup_q25"] <= 0.55 <= out["speedup_q75"]  # per-round ratios 0.5, 0.6, 0.275
+
+
+def test_speedup_summary_reads_a_real_timing_table():
+    from course_lib import cost
+
+    a = torch.randn(32, 32)
+    b = a.bfloat16()
+    times = cost.time_interleaved({"fp32": lambda: a @ a, "bf16": lambda: b @ b},
+                                  repeats=3, min_time=0.001)
+    out = precision.speedup_summary(times)
+    assert out["rounds"] == 3 and out["speedup"] > 0
+
+
+def test_speedup_summary_rejects_bad_tables():
+    import pandas as pd
+
+    with pytest.raises(ValueError, match="missing"):
+        precision.speedup_summary(pd.DataFrame({"name": ["fp32"], "seconds": [1.0]}))
+    table = pd.DataFrame({"name": ["fp32"], "round": [0], "seconds": [1.0]})
+    with pytest.raises(ValueError, match=r"no times named \['bf16'\]"):
+        precision.speedup_summary(table)

@@ -1,4 +1,5 @@
-"""The student edition (tools/make_student_edition.py): in sync, stubbed, convention kept."""
+"""The student edition (tools/make_student_edition.py, nbgrader's release of the chapters): in
+sync, stubbed, convention kept. The nbgrader marks themselves: tests/test_assignments.py."""
 
 from __future__ import annotations
 
@@ -80,7 +81,10 @@ def test_solution_cell_becomes_an_empty_exercise_cell():
     stub = _by_id(student, "c4")
     assert stub.cell_type == "code"
     assert stub.source == "# Exercise 1: your solution here\n"
-    assert stub.metadata == {"tags": ["solution"]}
+    assert stub.metadata["tags"] == ["solution"]
+    assert set(stub.metadata) == {"tags", "nbgrader", "deletable"}  # nbgrader's release
+    assert stub.metadata["nbgrader"]["solution"] and stub.metadata["nbgrader"]["grade_id"] \
+        == "exercise-1"
     assert stub.outputs == [] and stub.execution_count is None
 
 
@@ -211,7 +215,9 @@ def test_check_cell_is_kept_in_the_student_copy_without_outputs():
     student = se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
     check = _by_id(student, "c5")
     assert check.source == CHECK_SOURCE  # kept word for word: it fails until answered
-    assert check.metadata == {"tags": ["check", "hide-input"]}
+    assert check.metadata["tags"] == ["check", "hide-input"]
+    assert set(check.metadata) == {"tags", "nbgrader", "deletable", "editable"}
+    assert check.metadata["nbgrader"]["grade"] and check.metadata["nbgrader"]["locked"]
     assert check.outputs == [] and check.execution_count is None
     assert _by_id(student, "c4").source == "# Exercise 1: your solution here\n"
 

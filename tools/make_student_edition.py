@@ -1,4 +1,4 @@
-"""Write the student edition: ``student/NN_*.ipynb`` from ``notebooks/NN_*.ipynb``.
+"""Write the student edition: ``student/NN_*.ipynb``, nbgrader's release of ``notebooks/``.
 
     python tools/make_student_edition.py           # (re)write student/
     python tools/make_student_edition.py --check   # exit 1 if a student copy is missing or stale
@@ -7,18 +7,38 @@
 Exit status 2, with every offending notebook and cell listed, when a notebook breaks the
 convention below (and then nothing is written).
 
-A student copy is the chapter without its answers and without outputs:
+Each student copy is made by nbgrader (https://nbgrader.readthedocs.io), in two steps:
 
-- every code cell tagged ``solution`` (its first line is ``# Solution N``) becomes an empty
-  exercise cell, ``# Exercise N: your solution here``, with the same cell id;
-- every other cell is kept as it is, but with no outputs, no execution counts and no cell
-  metadata other than its tags (students run the notebook themselves; the files stay small
-  and do not change when only the outputs of the chapter change);
-- the notebook keeps ``kernelspec`` and ``language_info``, and drops papermill's metadata;
-- a note after the title cell says that the copy is generated and links to the full notebook.
+1. ``source_notebook`` turns the chapter into an nbgrader *source* notebook, marked the
+   nbgrader way from the chapter's own convention (the chapters carry no nbgrader metadata):
 
-A cell tagged ``check`` (first line ``# Check N``, after ``# Solution N``) is kept: it tests
-the student's answer with ``course_lib.exercises.check`` and fails until there is one.
+   - every code cell tagged ``solution`` (its first line is ``# Solution N``) becomes an
+     nbgrader solution cell, ``grade_id`` ``exercise-N``: a first line
+     ``# Exercise N: your solution here`` and the whole solution between
+     ``### BEGIN SOLUTION`` and ``### END SOLUTION``;
+   - every cell tagged ``check`` (first line ``# Check N``, after ``# Solution N``) becomes
+     an autograder test cell (``grade_id`` ``check-N``, locked, ``POINTS`` points): a visible
+     test, which gives the student feedback. An exercise without a check cell is graded by
+     hand instead: its solution cell carries the points (a "manually graded answer");
+   - in each chapter one check cell (the one with the most conditions, see
+     ``hidden_condition``) gets its last condition between ``### BEGIN HIDDEN TESTS`` and
+     ``### END HIDDEN TESTS``: graded, but not shown in the student copy;
+   - every other cell is kept as it is, but with no outputs, no execution counts and no cell
+     metadata other than its tags; the notebook keeps ``kernelspec`` and ``language_info``
+     and drops papermill's metadata;
+   - a note after the title cell says that the copy is generated and links to the full
+     notebook.
+
+2. ``nbgrader generate_assignment`` makes the release from it (``release``): the solution
+   regions and the hidden tests are removed, outputs cleared, test cells locked, checksums
+   recorded. Its release notebook, written as nbformat writes it plus a final newline, is the
+   student copy. ``tools/make_assignments.py`` (``make assignments``) builds the same source
+   and release in a whole nbgrader course folder, for an instructor to release, collect,
+   autograde and give feedback.
+
+So in a student copy each solution cell is the empty exercise cell
+``# Exercise N: your solution here`` (same cell id), and each check cell stays: it tests the
+student's answer with ``course_lib.exercises.check`` and fails until there is one.
 
 The convention is enforced: a code cell whose first line starts with ``# Solution`` must be
 tagged ``solution`` and the other way round, and no later cell may use a name that only a
@@ -38,8 +58,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
+import os
 import re
+import shutil
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -57,6 +82,22 @@ CHECK = re.compile(r"^# Check (\d+)\b")
 CHECK_TAG = "check"
 NOTE_ID = "student-edition"
 KEEP_METADATA = ("kernelspec", "language_info")
+
+# nbgrader's marks and settings (see the module docstring)
+STUB = "# Exercise {n}: your solution here"
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+POINTS = 1  # points of one exercise: its check cell's, or its solution's if it has no check
+HIDDEN_MIN_CONDITIONS = 3  # a check cell hides a condition only if it has this many
+SCHEMA_VERSION = 3  # nbgrader's cell metadata schema
+# The nbgrader configuration of the course, {class: {trait: value}}: the release needs
+# ClearSolutions.code_stub (our stub line stays above the solution region, the region goes);
+# the course folder's nbgrader_config.py holds all of it (tools/make_assignments.py).
+NBGRADER_CONFIG = {
+    "ClearSolutions": {"code_stub": {"python": ""}},
+    # autograde runs a whole chapter; the full profile has cells of several minutes
+    "Execute": {"timeout": 1800},
+}
 
 
 class ConventionError(ValueError):
@@ -186,8 +227,9 @@ def _note(name: str, url: str, branch: str) -> str:
         "own, and no outputs are stored: run the cells in order, from the top. The full "
         f"chapter, with its outputs and solutions, is [`notebooks/{name}`]({full}).\n"
         ">\n"
-        "> This copy is generated by `tools/make_student_edition.py` (`make student`): do not "
-        "edit it in the repository; change the chapter notebook and regenerate it."
+        "> This copy is nbgrader's release of the chapter, generated by "
+        "`tools/make_student_edition.py` (`make student`): do not edit it in the repository; "
+        "change the chapter notebook and regenerate it."
     )
 
 
@@ -206,18 +248,109 @@ def _clean(cell, tags: list[str] | None = None):
     return new
 
 
-def student_notebook(nb, name: str, url: str, branch: str):
-    """The student edition of ``nb`` (a NotebookNode of ``notebooks/<name>``)."""
+def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked,
+            "schema_version": SCHEMA_VERSION, "solution": solution, "task": False}
+    if grade:
+        meta["points"] = POINTS
+    return meta
+
+
+def _is_condition(stmt: ast.stmt, checker: str) -> bool:
+    """``<checker>.that(...)`` or ``<checker>.close(...)`` as a statement of its own."""
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)
+            and stmt.value.func.attr in ("that", "close")
+            and isinstance(stmt.value.func.value, ast.Name)
+            and stmt.value.func.value.id == checker)
+
+
+def hidden_condition(source: str) -> tuple[int, int, int] | None:
+    """What a check cell can hide: (its number of conditions, first line, last line).
+
+    A check cell can hold a hidden test when it ends with its ``with exercises.check(N) as
+    c:`` block, the block has at least ``HIDDEN_MIN_CONDITIONS`` conditions
+    (``c.that(...)``, ``c.close(...)`` statements directly in it) and its last statement is
+    one of them, on lines of its own, using no name that the rest of the cell does not use
+    too: that condition (lines counted from 1) becomes the hidden test. So the hidden test
+    looks again at what the visible ones give feedback on, and the visible ones still fail
+    on an empty answer. None otherwise.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    if not tree.body or not isinstance(tree.body[-1], ast.With):
+        return None
+    block = tree.body[-1]
+    item = block.items[0]
+    call = item.context_expr
+    if (len(block.items) != 1 or not isinstance(item.optional_vars, ast.Name)
+            or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute)
+            or call.func.attr != "check"):
+        return None
+    checker = item.optional_vars.id
+    conditions = [s for s in block.body if _is_condition(s, checker)]
+    last = block.body[-1]
+    lines = source.split("\n")
+    if (len(conditions) < HIDDEN_MIN_CONDITIONS or last is not conditions[-1]
+            or lines[last.lineno - 1][:last.col_offset].strip()
+            or lines[last.end_lineno - 1][last.end_col_offset:].strip()
+            or (len(block.body) > 1 and block.body[-2].end_lineno >= last.lineno)):
+        return None
+    # the hidden test re-checks what the visible ones already look at: every name it uses
+    # (other than builtins and names it binds itself) appears in the rest of the cell
+    rest = ast.parse("\n".join(lines[:last.lineno - 1] + lines[last.end_lineno:]))
+    own = ast.Module(body=[last], type_ignores=[])
+    needs = _loaded(own) - _bound(own) - set(dir(builtins))
+    if needs - _loaded(rest) - _bound(rest):
+        return None
+    return len(conditions), last.lineno, last.end_lineno
+
+
+def _with_hidden(source: str, first: int, last: int) -> str:
+    lines = source.split("\n")
+    indent = re.match(r"\s*", lines[first - 1]).group(0)
+    return "\n".join(lines[:first - 1] + [indent + BEGIN_HIDDEN] + lines[first - 1:last]
+                     + [indent + END_HIDDEN] + lines[last:])
+
+
+def source_notebook(nb, name: str, url: str, branch: str):
+    """The nbgrader source version of ``nb`` (a NotebookNode of ``notebooks/<name>``)."""
     exercises = check_convention(nb, name)
+    checks = {i: int(CHECK.match(_first_line(c)).group(1)) for i, c in enumerate(nb.cells)
+              if c.cell_type == "code" and CHECK_TAG in _tags(c)}
+    candidates = {i: hidden_condition(nb.cells[i].source) for i in checks}
+    candidates = {i: found for i, found in candidates.items() if found}
+    hidden = max(candidates, key=lambda i: (candidates[i][0], -i)) if candidates else None
     out = nbformat.v4.new_notebook()
     out.nbformat, out.nbformat_minor = 4, max(5, int(nb.get("nbformat_minor", 5)))
     out.metadata = {k: nb.metadata[k] for k in KEEP_METADATA if k in nb.metadata}
+    grade_ids: set[str] = set()
     for i, cell in enumerate(nb.cells):
         if i in exercises:
-            new = nbformat.v4.new_code_cell(f"# Exercise {exercises[i]}: your solution here\n",
-                                            metadata={"tags": [SOLUTION_TAG]})
+            n = exercises[i]
+            body = cell.source.rstrip("\n")
+            new = nbformat.v4.new_code_cell(
+                "\n".join([STUB.format(n=n), BEGIN_SOLUTION, body, END_SOLUTION]),
+                metadata={"tags": [SOLUTION_TAG]})
+            manual = n not in checks.values()  # no check: the answer is graded by hand
+            new.metadata["nbgrader"] = _nbgrader(f"exercise-{n}", solution=True, grade=manual,
+                                                 locked=False)
+        elif i in checks:
+            new = _clean(cell)
+            if i == hidden:
+                new.source = _with_hidden(cell.source, *candidates[i][1:])
+            grade_id = f"check-{checks[i]}"
+            k = 2
+            while grade_id in grade_ids:  # a second check cell of the same exercise
+                grade_id, k = f"check-{checks[i]}-{k}", k + 1
+            new.metadata["nbgrader"] = _nbgrader(grade_id, solution=False, grade=True,
+                                                 locked=True)
         else:
             new = _clean(cell)
+        if "nbgrader" in new.metadata:
+            grade_ids.add(new.metadata["nbgrader"]["grade_id"])
         new.id = cell.get("id") or f"cell-{i}"  # a 4.4 notebook has no ids: make stable ones
         out.cells.append(new)
     note = nbformat.v4.new_markdown_cell(_note(name, url, branch))
@@ -230,6 +363,81 @@ def student_notebook(nb, name: str, url: str, branch: str):
     return out
 
 
+# ------------------------------------------------------------------------- nbgrader
+def nbgrader_config(course_root: Path, course_id: str = "course", database: bool = True):
+    """A traitlets ``Config`` for nbgrader's API on the course folder ``course_root``;
+    ``database=False`` is ``generate_assignment --no-db`` (no gradebook: a release only)."""
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(Path(course_root).resolve())
+    config.CourseDirectory.course_id = course_id
+    for klass, traits in NBGRADER_CONFIG.items():
+        for trait, value in traits.items():
+            setattr(config[klass], trait, value)
+    if not database:
+        config.SaveCells.enabled = False
+        config.GenerateAssignment.no_database = True
+    return config
+
+
+def nbgrader_api(course_root: Path, course_id: str = "course", database: bool = True):
+    """nbgrader's ``NbGraderAPI`` on ``course_root``, with the course's configuration."""
+    try:
+        from nbgrader.apps import NbGraderAPI
+    except ImportError as err:
+        raise RuntimeError(f"nbgrader is not installed ({err}): requirements.txt pins it; "
+                           "run `make install` (or pip install -r requirements.txt)") from None
+    # nbgrader runs the `alembic` command to open its gradebook: find the one installed
+    # beside this Python, also when the virtual environment is not activated
+    if database and shutil.which("alembic") is None:
+        scripts = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+        os.environ["PATH"] = os.pathsep.join(scripts + [os.environ.get("PATH", "")])
+        if shutil.which("alembic") is None:
+            raise RuntimeError("nbgrader needs the `alembic` command (installed with it); "
+                               f"it is not in {scripts} nor on PATH")
+    return NbGraderAPI(config=nbgrader_config(course_root, course_id, database))
+
+
+def _ok(result: dict, what: str) -> None:
+    if not result.get("success"):
+        raise RuntimeError(f"nbgrader {what} failed:\n{result.get('log', '')}\n"
+                           f"{result.get('error', '')}")
+
+
+def generate(course_root: Path, sources: dict[str, object], course_id: str = "course",
+             api=None) -> dict[str, str]:
+    """Write ``sources`` ({file name: source notebook}) as assignments of the nbgrader
+    course ``course_root`` (one assignment per notebook, named after its stem), run
+    ``nbgrader generate_assignment`` on each and return {file name: text of its release}."""
+    api = api or nbgrader_api(course_root, course_id)
+    texts = {}
+    for name, nb in sources.items():
+        stem = Path(name).stem
+        folder = Path(course_root) / "source" / stem
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / name, "w", encoding="utf-8", newline="\n") as f:
+            f.write(render(nb))
+        _ok(api.generate_assignment(stem), f"generate_assignment {stem}")
+        released = Path(course_root) / "release" / stem / name
+        texts[name] = render(nbformat.read(released, as_version=4))
+    return texts
+
+
+def release(sources: dict[str, object]) -> dict[str, str]:
+    """{file name: text of nbgrader's release} of ``sources``, made in a temporary course
+    without a gradebook (the release is the same with one, see tools/make_assignments.py)."""
+    with tempfile.TemporaryDirectory(prefix="nbgrader-release-") as tmp:
+        return generate(Path(tmp), sources, api=nbgrader_api(Path(tmp), database=False))
+
+
+def student_notebook(nb, name: str, url: str, branch: str):
+    """The student edition of ``nb`` (a NotebookNode of ``notebooks/<name>``): nbgrader's
+    release of its source version."""
+    text = release({name: source_notebook(nb, name, url, branch)})[name]
+    return nbformat.reads(text, as_version=4)
+
+
 def render(nb) -> str:
     """The file's text: nbformat's JSON (sorted keys, indent 1) and a final newline."""
     return nbformat.writes(nb, version=4) + "\n"
@@ -238,7 +446,7 @@ def render(nb) -> str:
 def build(source: Path, url: str, branch: str) -> str:
     """The text of the student copy of the notebook file ``source``."""
     nb = nbformat.read(source, as_version=4)
-    return render(student_notebook(nb, source.name, url, branch))
+    return release({source.name: source_notebook(nb, source.name, url, branch)})[source.name]
 
 
 # ------------------------------------------------------------------------- all notebooks
@@ -250,22 +458,32 @@ def _settings(url: str | None, branch: str | None) -> tuple[str, str]:
     return (url or repository_url(), branch or repository_branch())
 
 
+def source_notebooks(source_dir: Path = SOURCE_DIR, url: str | None = None,
+                     branch: str | None = None) -> dict[str, object]:
+    """{file name: nbgrader source notebook} for every chapter notebook.
+
+    Raises one ``ConventionError`` that lists every notebook breaking the convention.
+    """
+    url, branch = _settings(url, branch)
+    sources, errors = {}, []
+    for src in chapter_notebooks(source_dir):
+        try:
+            sources[src.name] = source_notebook(nbformat.read(src, as_version=4), src.name,
+                                                url, branch)
+        except ConventionError as err:
+            errors.append(str(err))
+    if errors:
+        raise ConventionError("\n".join(errors))
+    return sources
+
+
 def build_all(source_dir: Path = SOURCE_DIR, url: str | None = None,
               branch: str | None = None) -> dict[str, str]:
     """{file name: text of its student copy} for every chapter notebook.
 
     Raises one ``ConventionError`` that lists every notebook breaking the convention.
     """
-    url, branch = _settings(url, branch)
-    texts, errors = {}, []
-    for src in chapter_notebooks(source_dir):
-        try:
-            texts[src.name] = build(src, url, branch)
-        except ConventionError as err:
-            errors.append(str(err))
-    if errors:
-        raise ConventionError("\n".join(errors))
-    return texts
+    return release(source_notebooks(source_dir, url, branch))
 
 
 def _left_over(student_dir: Path, names) -> list[Path]:

@@ -7,7 +7,8 @@ Run after ``make book``::
 (not part of ``make test``; ``.ci/run`` runs it after building the book). It serves
 ``_build/html`` on 127.0.0.1 and opens every page listed in ``_toc.yml``. Each page must
 load, show a level-1 heading, typeset all its math with no MathJax error, show every image,
-raise no JavaScript error, and ask nothing of any host other than 127.0.0.1 (no CDN).
+raise no JavaScript error, and ask nothing of any host other than 127.0.0.1 (no CDN); on a
+chapter page no code cell (folded ones opened) is wider than the page at 1280 px.
 Screenshots of the home page and chapter 1 go to ``ci-output/screenshots/``.
 
 The browser is ``/usr/bin/chromium`` (Debian's package, ``apt-get install chromium``), never
@@ -167,6 +168,18 @@ def test_page(doc, base_url, browser):
             ".map(i => i.src.slice(0, 120))")
         if broken:
             problems.append(f"images that did not load: {sorted(set(broken))}")
+
+        if doc.startswith("notebooks/"):
+            # every code cell, folded ones opened, shows its full lines at 1280 px
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
+            cut = page.evaluate(
+                "() => [...document.querySelectorAll('.cell_input pre')]"
+                ".filter(e => e.scrollWidth > e.clientWidth + 1)"
+                ".map(e => e.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a)"
+                ".slice(0, 110))")
+            if cut:
+                problems.append(f"{len(cut)} code cells wider than the page at 1280 px "
+                                f"(their longest lines: {cut[:3]})")
 
         page.wait_for_load_state("networkidle")
         if doc in SCREENSHOT_PAGES:
