@@ -180,18 +180,27 @@ def time_interleaved(fns, repeats: int = 7, min_time: float = 0.05, warmup: int 
 def summarize_times(times):
     """Per name of a ``time_interleaved`` table: median seconds and the spread of the rounds.
 
-    Columns: ``median``, ``q25`` and ``q75`` (the middle half of the rounds), ``spread`` (the
-    interquartile range relative to the median) and ``rounds``. Rows keep the order of the
-    names in ``times``.
+    Columns: ``median``, ``q25`` and ``q75`` (the middle half of the rounds, from
+    ``stats.median_iqr``), ``spread`` (the interquartile range relative to the median) and
+    ``rounds``. Rows keep the order of the names in ``times``.
     """
-    missing = {"name", "seconds"} - set(times.columns)
+    import pandas as pd
+
+    from .stats import median_iqr
+
+    missing = {"name", "seconds"} - set(getattr(times, "columns", ()))
     if missing:
         raise ValueError(f"times needs the columns of time_interleaved; missing {sorted(missing)}")
     grouped = times.groupby("name", sort=False)["seconds"]
-    out = grouped.median().to_frame("median")
-    out["q25"], out["q75"] = grouped.quantile(0.25), grouped.quantile(0.75)
-    out["spread"] = (out["q75"] - out["q25"]) / out["median"]
-    out["rounds"] = grouped.size()
+    rows = []
+    for name, seconds in grouped:
+        try:
+            q = median_iqr(seconds, method="pandas-groupby")  # the rounding it always had
+        except ValueError as error:
+            raise ValueError(f"the seconds of {name!r}: {error}") from None
+        rows.append({"median": q.median, "q25": q.q25, "q75": q.q75, "spread": q.spread,
+                     "rounds": len(seconds)})
+    out = pd.DataFrame(rows, index=grouped.size().index)
     out.index.name = None
     return out
 

@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from . import gpt
+from .stats import median_iqr
 
 MODES = ("single", "ddp", "manual")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -341,16 +342,6 @@ def _probe(model, batch, cfg: TrainConfig, world_size: int, repeats: int) -> dic
     return {**times, "gradient_mb": n * buffer.element_size() / 1e6}
 
 
-def _quartiles(values) -> tuple[float, float, float]:
-    import statistics
-
-    values = sorted(float(v) for v in values)
-    if len(values) == 1:
-        return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
-
-
 def step_summary(step_seconds, skip: int | None = None) -> dict:
     """Median milliseconds per step and the middle half of the steps (``q25``, ``q75``).
 
@@ -367,7 +358,7 @@ def step_summary(step_seconds, skip: int | None = None) -> dict:
         skip = max(1, len(seconds) // 10) if len(seconds) > 2 else 0
     if not isinstance(skip, int) or not 0 <= skip < len(seconds):
         raise ValueError(f"skip must be an int in [0, {len(seconds)}), got {skip!r}")
-    q1, q2, q3 = _quartiles(seconds[skip:])
+    q1, q2, q3 = median_iqr(seconds[skip:], method="statistics")
     return {"median_ms": 1000 * q2, "q25_ms": 1000 * q1, "q75_ms": 1000 * q3,
             "steps": len(seconds) - skip}
 
@@ -389,7 +380,7 @@ def comm_summary(probes) -> dict:
         values = [t for p in probes for t in p.get(name, [])]
         if not values:
             raise ValueError(f"the probe results hold no {name!r} times")
-        q1, q2, q3 = _quartiles(values)
+        q1, q2, q3 = median_iqr(values, method="statistics")
         out[f"{name}_ms"] = 1000 * q2
         out[f"{name}_q25_ms"], out[f"{name}_q75_ms"] = 1000 * q1, 1000 * q3
     out["exposed_ms"] = max(0.0, out["synced_ms"] - out["local_ms"])
@@ -473,8 +464,9 @@ def train(rows: torch.Tensor, vocab_size: int, cfg: TrainConfig, val_rows=None,
                 shown /= world
             since = step_seconds[-(step + 1 - last_log):]  # the steps since the last line
             last_log = step + 1
+            median = median_iqr(since, method="statistics").median
             print0(f"step {step + 1:>4}/{cfg.steps}  loss {shown.item():.4f}  "
-                   f"(median {1000 * _quartiles(since)[1]:.0f} ms/step over {len(since)})")
+                   f"(median {1000 * median:.0f} ms/step over {len(since)})")
 
     if world > 1:  # every process's losses -> the loss of the global batch, step by step
         losses = losses.to(device)

@@ -40,7 +40,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from pathlib import Path
 import torch
 
 from .runtime import cache_dir
+from .stats import median_iqr
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -132,7 +132,7 @@ def decide(fp32_seconds, bf16_seconds, margin: float = BF16_MARGIN) -> tuple[str
         if not times or not all(math.isfinite(t) and t > 0 for t in times):
             raise ValueError(f"{name} step times must be a non-empty list of positive seconds, "
                              f"got {times}")
-        medians.append(statistics.median(times))
+        medians.append(median_iqr(times).median)
     speedup = round(medians[0] / medians[1], 3)
     return _pick(speedup, margin), speedup
 
@@ -423,8 +423,8 @@ def cpu_probe(refresh: bool = False) -> Probe:
     _, speedup = decide(fp32, bf16)
     entries[key] = {"cpu": cpu, "torch": torch.__version__, "threads": threads,
                     "bf16_speedup": speedup, "rounds": len(fp32),
-                    "fp32_step_ms": round(1000 * statistics.median(fp32), 2),
-                    "bf16_step_ms": round(1000 * statistics.median(bf16), 2),
+                    "fp32_step_ms": round(1000 * median_iqr(fp32).median, 2),
+                    "bf16_step_ms": round(1000 * median_iqr(bf16).median, 2),
                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if not busy:
         _write_cache(path, entries)
@@ -551,9 +551,9 @@ def speedup_summary(times, baseline: str = "fp32", other: str = "bf16") -> dict:
     ``cost.time_interleaved`` table (both names timed in the same rounds).
 
     Returns ``{baseline}_ms`` and ``{other}_ms`` (medians), their ``_q25``/``_q75``
-    (the middle half of the rounds), ``speedup`` (median baseline / median other: above 1,
-    ``other`` is faster), ``speedup_q25``/``speedup_q75`` (of the per-round ratios: how
-    much one round's comparison varies) and ``rounds``.
+    (the middle half of the rounds, from ``stats.median_iqr``), ``speedup`` (median
+    baseline / median other: above 1, ``other`` is faster), ``speedup_q25``/``speedup_q75``
+    (of the per-round ratios: how much one round's comparison varies) and ``rounds``.
     """
     missing = {"name", "round", "seconds"} - set(getattr(times, "columns", ()))
     if missing:
@@ -568,13 +568,10 @@ def speedup_summary(times, baseline: str = "fp32", other: str = "bf16") -> dict:
         raise ValueError(f"{baseline!r} and {other!r} were never timed in the same round")
     out = {}
     for name in (baseline, other):
-        ms = 1000 * per_round[name]
-        out[f"{name}_ms"] = float(ms.median())
-        out[f"{name}_q25"] = float(ms.quantile(0.25))
-        out[f"{name}_q75"] = float(ms.quantile(0.75))
-    ratio = per_round[baseline] / per_round[other]
+        q = median_iqr(1000 * per_round[name])
+        out[f"{name}_ms"], out[f"{name}_q25"], out[f"{name}_q75"] = q.median, q.q25, q.q75
+    ratio = median_iqr(per_round[baseline] / per_round[other])
     out["speedup"] = out[f"{baseline}_ms"] / out[f"{other}_ms"]
-    out["speedup_q25"] = float(ratio.quantile(0.25))
-    out["speedup_q75"] = float(ratio.quantile(0.75))
+    out["speedup_q25"], out["speedup_q75"] = ratio.q25, ratio.q75
     out["rounds"] = len(per_round)
     return out

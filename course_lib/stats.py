@@ -17,12 +17,25 @@ and the shared difficulty of each row cancels out.
     gap = stats.bootstrap(lambda y, a, b: rmse(y, a) - rmse(y, b), y_test, pred_a, pred_b)
     gap.estimate, gap.low, gap.high   # "a is ahead" only if the whole interval is below 0
     gap.contains(0.0)                 # True: the prose says "tied"
+
+Repeated timings are summarised by their median and the middle half around it, which a few
+slow repeats on a shared machine do not move (a mean is moved by them):
+
+    q = stats.median_iqr(seconds)     # Quartiles(q25=..., median=..., q75=...)
+    q.median, q.spread                # spread: interquartile range / median
+
+Rows that are not independent (the hours of a year: an error at 14:00 says much about the
+error at 15:00) make the plain bootstrap too sure of itself, because it treats every row
+as new evidence. `block_bootstrap` resamples runs of consecutive rows instead (blocks of a
+week of hours, say), so that what neighbouring rows share stays inside a block;
+`autocorrelation` says how far apart rows must be before they stop sharing it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,6 +57,86 @@ class Interval:
         return f"{self.estimate:.4g} [{self.low:.4g}, {self.high:.4g}]"
 
 
+# --------------------------------------------------------------------------- repeated measurements
+# Three implementations of one definition of the quartiles (below). They round differently
+# in the last bits; each caller keeps the one it used, so that its numbers stay bit-identical.
+QUANTILE_METHODS = ("numpy", "pandas-groupby", "statistics")
+
+
+class Quartiles(NamedTuple):
+    """The median of repeated measurements and the middle half around it (q25 to q75)."""
+
+    q25: float
+    median: float
+    q75: float
+
+    @property
+    def iqr(self) -> float:
+        """The interquartile range, q75 - q25: how wide the middle half of the values is."""
+        return self.q75 - self.q25
+
+    @property
+    def spread(self) -> float:
+        """The interquartile range relative to the median (0.05: the middle half spans 5 %)."""
+        if self.median == 0:
+            raise ValueError("the spread relative to the median is undefined when the median "
+                             "is 0; use .iqr, the interquartile range itself")
+        return (self.q75 - self.q25) / self.median
+
+
+def median_iqr(values, method: str = "numpy") -> Quartiles:
+    """``Quartiles(q25, median, q75)`` of a 1-D set of numbers (timings of repeats, say).
+
+    The quartile at fraction p lies at position p * (n - 1) of the sorted values, linearly
+    interpolated between the two nearest (R's default, "type 7"; numpy's "linear"; Python's
+    ``statistics.quantiles(..., method="inclusive")``). ``method`` says whose code computes
+    it; the three differ only in float rounding, by a few units in the last bit:
+
+    - ``"numpy"``: ``np.percentile(values, [25, 75])`` and ``np.median(values)`` (pandas'
+      ``Series.quantile`` and ``Series.median`` call them);
+    - ``"pandas-groupby"``: pandas' ``groupby(...).quantile`` and ``.median``;
+    - ``"statistics"``: ``statistics.quantiles(values, n=4, method="inclusive")`` of Python's
+      standard library (its default method, ``"exclusive"``, is another definition).
+
+    The median is the middle value, or the mean of the two middle values, in all three.
+    One value gives ``(v, v, v)``. Missing values (NaN), infinities, an empty input and
+    anything not 1-D raise a ``ValueError`` that says what to do.
+    """
+    if method not in QUANTILE_METHODS:
+        raise ValueError(f"unknown method {method!r}: use one of {', '.join(QUANTILE_METHODS)}")
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("values must be a 1-D sequence of numbers (a list, array or Series "
+                        f"of floats); could not read this {type(values).__name__} as one") from None
+    if x.ndim != 1:
+        raise ValueError(f"values must be 1-D (one number per repeat), got shape {x.shape}; "
+                         "summarise one group at a time, or flatten with np.ravel to pool them")
+    if x.size == 0:
+        raise ValueError("no values: median_iqr needs at least one number")
+    if not np.all(np.isfinite(x)):
+        bad = "NaN" if np.isnan(x).any() else "an infinite value"
+        raise ValueError(f"values contain {bad}: drop missing or failed repeats first "
+                         "(e.g. series.dropna()), a quartile of them is undefined")
+    if method == "statistics":
+        import statistics
+
+        v = sorted(x.tolist())
+        if len(v) == 1:
+            return Quartiles(v[0], v[0], v[0])
+        q25, median, q75 = statistics.quantiles(v, n=4, method="inclusive")
+        return Quartiles(q25, median, q75)
+    if method == "pandas-groupby":
+        import pandas as pd
+
+        groups = pd.Series(x).groupby(np.zeros(x.size, dtype=np.int64))  # one group
+        q25, q75 = groups.quantile(0.25).iloc[0], groups.quantile(0.75).iloc[0]
+        return Quartiles(float(q25), float(groups.median().iloc[0]), float(q75))
+    q25, q75 = np.percentile(x, [25, 75])
+    return Quartiles(float(q25), float(np.median(x)), float(q75))
+
+
+# --------------------------------------------------------------------------- bootstrap
 def bootstrap(fn: Callable[..., float], *arrays, n_resamples: int = 2000, level: float = 0.95,
               seed: int = 0) -> Interval:
     """Percentile bootstrap interval of `fn(*arrays)`.
@@ -53,6 +146,65 @@ def bootstrap(fn: Callable[..., float], *arrays, n_resamples: int = 2000, level:
     the order given and returns a number. Rows are the first axis; all arrays need the same
     number of rows. The estimate is `fn` on the original rows, not the bootstrap mean.
     """
+    arrays = _check_bootstrap(arrays, n_resamples, level)
+    n = len(arrays[0])
+    rng = np.random.default_rng(seed)
+    return _percentile_interval(fn, arrays, lambda: rng.integers(0, n, size=n), n_resamples,
+                                level)
+
+
+def block_bootstrap(fn: Callable[..., float], *arrays, block_length: int,
+                    n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> Interval:
+    """Percentile interval of `fn(*arrays)` for rows in time order: a circular block bootstrap.
+
+    Like `bootstrap`, but a resample is made of blocks of `block_length` consecutive rows,
+    each starting at a random row, the series read as a circle (a block that runs past the
+    last row goes on at the first), concatenated and cut to the original length
+    (Politis and Romano's circular version of Kuensch's moving blocks). Rows that lie closer
+    than a block length keep their dependence, so the interval widens as much as that
+    dependence warrants. Choose a block longer than the lag at which the rows' autocorrelation
+    dies out (`autocorrelation`). With `block_length=1` it is the plain bootstrap: the same
+    resamples, draw for draw, for the same seed.
+    """
+    arrays = _check_bootstrap(arrays, n_resamples, level)
+    n = len(arrays[0])
+    if not isinstance(block_length, (int, np.integer)) or isinstance(block_length, bool) \
+            or not 1 <= block_length <= n:
+        raise ValueError(f"block_length must be an int from 1 to the number of rows ({n}), "
+                         f"got {block_length!r}")
+    rng = np.random.default_rng(seed)
+    return _percentile_interval(fn, arrays, lambda: block_indices(n, block_length, rng),
+                                n_resamples, level)
+
+
+def block_indices(n: int, block_length: int, rng: np.random.Generator) -> np.ndarray:
+    """Row indices [n] of one circular block resample: ceil(n / block_length) blocks of
+    consecutive rows (modulo n), each from a uniformly drawn start, cut to n rows."""
+    starts = rng.integers(0, n, size=-(-n // block_length))  # [number of blocks]
+    idx = (starts[:, None] + np.arange(block_length)[None, :]) % n  # [blocks, block_length]
+    return idx.ravel()[:n]
+
+
+def autocorrelation(x, max_lag: int) -> np.ndarray:
+    """Sample autocorrelation of a series at lags 0..max_lag, [max_lag + 1] (1 at lag 0).
+
+    The usual estimator: sum over t of (x_t - mean)(x_{t+k} - mean), divided by the sum of
+    squares, so it shrinks towards 0 at long lags rather than blowing up.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"autocorrelation needs a 1-D series of 2+ values, got shape {x.shape}")
+    if not isinstance(max_lag, (int, np.integer)) or not 0 <= max_lag < len(x):
+        raise ValueError(f"max_lag must be an int from 0 to len(x) - 1 = {len(x) - 1}, "
+                         f"got {max_lag!r}")
+    d = x - x.mean()
+    denominator = float(d @ d)
+    if denominator == 0:
+        raise ValueError("the series is constant: its autocorrelation is undefined")
+    return np.array([float(d[: len(d) - k] @ d[k:]) / denominator for k in range(max_lag + 1)])
+
+
+def _check_bootstrap(arrays, n_resamples, level) -> tuple:
     if not arrays:
         raise ValueError("bootstrap needs at least one array of rows to resample, "
                          "e.g. bootstrap(np.mean, scores)")
@@ -69,11 +221,14 @@ def bootstrap(fn: Callable[..., float], *arrays, n_resamples: int = 2000, level:
                          "of each one describes the same example")
     if n < 2:
         raise ValueError(f"need at least 2 rows to bootstrap, got {n}")
-    rng = np.random.default_rng(seed)
+    return arrays
+
+
+def _percentile_interval(fn, arrays, draw_indices, n_resamples, level) -> Interval:
     estimate = float(fn(*arrays))
     draws = np.empty(n_resamples)
     for r in range(n_resamples):
-        idx = rng.integers(0, n, size=n)
+        idx = draw_indices()
         draws[r] = fn(*(a[idx] for a in arrays))
     if not np.all(np.isfinite(draws)):
         raise ValueError("fn returned a non-finite value on a resample; check it handles "

@@ -23,8 +23,10 @@ one-hot columns (for linear models and MLPs).
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,12 +36,15 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder, StandardScaler
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
+from . import runtime, training
 from .blocks import EncoderBlock
 from .training import count_parameters  # the one shared helper, re-exported here
 
 __all__ = ["TablePreprocessor", "FeatureTokenizer", "TabularTransformer", "MLPRegressor",
-           "count_parameters"]
+           "count_parameters", "split_rows", "skewed_columns", "TableViews", "table_views",
+           "fit_regressor", "predict_regressor"]
 
 
 # --------------------------------------------------------------------------- preprocessing
@@ -321,3 +326,139 @@ class MLPRegressor(nn.Module):
 
     def forward(self, x):
         return self.net(x).squeeze(-1)
+
+
+# --------------------------------------------------------------------------- the experiment
+# The tabular chapter and its search script (scripts/search_06_tabular.py) share these, so
+# that the split, the views and the training loop are one implementation, not two copies.
+def split_rows(n_rows: int, seed: int, train: float = 0.70, val: float = 0.15
+               ) -> dict[str, np.ndarray]:
+    """A random split of ``n_rows`` rows: ``{"train", "val", "test"}`` -> row indices.
+
+    The first ``int(train * n_rows)`` rows of one permutation (``default_rng(seed)``) are the
+    training rows, the next ``int(val * n_rows)`` the validation rows, the rest the test rows.
+    """
+    if isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 3:
+        raise ValueError(f"n_rows must be an int of at least 3, got {n_rows!r}")
+    if not (0 < train < 1 and 0 < val < 1 and train + val < 1):
+        raise ValueError(f"train and val are fractions with train + val < 1 (the rest is the "
+                         f"test set), got train={train}, val={val}")
+    order = np.random.default_rng(seed).permutation(n_rows)
+    n_train, n_val = int(train * n_rows), int(val * n_rows)
+    return {"train": order[:n_train], "val": order[n_train : n_train + n_val],
+            "test": order[n_train + n_val :]}
+
+
+def skewed_columns(frame: pd.DataFrame, columns: Sequence[str], threshold: float = 1.0
+                   ) -> list[str]:
+    """The columns of ``frame`` with no negative value and a skewness above ``threshold``."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise KeyError(f"the table has no columns {missing}")
+    return [c for c in columns if frame[c].min() >= 0 and frame[c].skew() > threshold]
+
+
+@dataclass
+class TableViews:
+    """One split of a table and the four views its models read, all keyed by split name.
+
+    ``num`` standardized numeric columns, ``cat`` category codes (the Transformer's inputs),
+    ``flat`` numeric + one-hot (ridge, the MLP), ``tree`` raw numeric columns with their
+    missing values + category codes (gradient boosting). ``prep`` was fitted on ``train``.
+    """
+
+    split: dict[str, np.ndarray]
+    frames: dict[str, pd.DataFrame]
+    y: dict[str, np.ndarray]
+    prep: TablePreprocessor
+    skewed: list[str]
+    num: dict[str, np.ndarray]
+    cat: dict[str, np.ndarray]
+    flat: dict[str, np.ndarray]
+    tree: dict[str, np.ndarray]
+
+    def tree_view(self, df: pd.DataFrame) -> np.ndarray:
+        """Raw numeric columns (NaN kept: the trees handle it) + category codes: [N, F]."""
+        numeric = df[self.prep.numeric_columns].to_numpy(dtype=float)
+        return np.hstack([numeric, self.prep.codes(df)])
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the split, the column names and the targets: equal fingerprints mean
+        two programs trained and scored on the same rows and columns."""
+        h = hashlib.sha256()
+        for name in ("train", "val", "test"):
+            h.update(np.ascontiguousarray(self.split[name], dtype=np.int64).tobytes())
+            h.update(np.ascontiguousarray(self.y[name], dtype=np.float64).tobytes())
+        h.update("|".join(self.prep.feature_names + self.skewed).encode())
+        return h.hexdigest()
+
+
+def table_views(frame: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str],
+                y: np.ndarray, split: dict[str, np.ndarray], min_frequency: int = 10,
+                skew_threshold: float = 1.0) -> TableViews:
+    """Fit a ``TablePreprocessor`` on the training rows of ``split`` (log1p on the columns
+    that are skewed *in training*) and build every view of every split."""
+    y = np.asarray(y)
+    if len(y) != len(frame):
+        raise ValueError(f"y has {len(y)} values for a table of {len(frame)} rows")
+    if set(split) != {"train", "val", "test"}:
+        raise ValueError(f"split needs exactly the keys train, val, test; got {sorted(split)}")
+    frames = {s: frame.iloc[i].reset_index(drop=True) for s, i in split.items()}
+    skewed = skewed_columns(frames["train"], numeric, skew_threshold)
+    prep = TablePreprocessor(numeric, categorical, min_frequency=min_frequency, log1p=skewed)
+    prep.fit(frames["train"])
+    views = TableViews(split=split, frames=frames, y={s: y[i] for s, i in split.items()},
+                       prep=prep, skewed=skewed, num={}, cat={}, flat={}, tree={})
+    for s, f in frames.items():
+        views.num[s], views.cat[s] = prep.numeric(f), prep.codes(f)
+        views.flat[s] = np.hstack([views.num[s], prep.onehot(f)])
+        views.tree[s] = views.tree_view(f)
+    return views
+
+
+def _regression_loss(model, batch, device):
+    *inputs, target = (t.to(device) for t in batch)
+    pred = model(*inputs)
+    pred = pred[0] if isinstance(pred, tuple) else pred  # TabularTransformer: (pred, weights)
+    return nn.functional.mse_loss(pred, target)
+
+
+def fit_regressor(build: Callable[[], nn.Module], train: Sequence[torch.Tensor],
+                  val: Sequence[torch.Tensor], *, seed: int, lr: float = 1e-3,
+                  weight_decay: float = 1e-5, epochs: int = 100, patience: int | None = 15,
+                  batch_size: int = 128, device="cpu", desc: str = "training",
+                  show_progress: bool = True):
+    """Seed, build, train with AdamW and MSE, early-stop on ``val``; return (model, history).
+
+    ``train`` and ``val`` are tuples ``(*inputs, target)`` of tensors with one row per
+    example; the model is called as ``model(*inputs)``. ``runtime.set_seed(seed)`` runs
+    before ``build()``, and the training batches are shuffled by a generator seeded with
+    ``seed``: the same seed gives the same model. The history is ``training.fit``'s.
+    """
+    for name, part in (("train", train), ("val", val)):
+        if not isinstance(part, (tuple, list)) or len(part) < 2:
+            raise ValueError(f"{name} must be a tuple (*inputs, target) of tensors, got "
+                             f"{type(part).__name__}")
+        if len({len(t) for t in part}) != 1:
+            raise ValueError(f"every tensor of {name} needs the same number of rows, got "
+                             f"{[len(t) for t in part]}")
+    runtime.set_seed(seed)
+    model = build().to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    shuffled = DataLoader(TensorDataset(*train), batch_size=batch_size, shuffle=True,
+                          generator=torch.Generator().manual_seed(seed))
+    in_order = DataLoader(TensorDataset(*val), batch_size=batch_size)
+    history = training.fit(model, shuffled, in_order, optimizer=optimizer, epochs=epochs,
+                           patience=patience, batch_loss=_regression_loss, device=device,
+                           desc=desc, show_progress=show_progress)
+    return model, history
+
+
+@torch.no_grad()
+def predict_regressor(model: nn.Module, inputs: Sequence[torch.Tensor], device="cpu"
+                      ) -> np.ndarray:
+    """``model(*inputs)`` in eval mode, all rows in one batch, as a NumPy array ``[N]``."""
+    model.eval()
+    out = model(*(t.to(device) for t in inputs))
+    out = out[0] if isinstance(out, tuple) else out
+    return out.cpu().numpy()

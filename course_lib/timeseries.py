@@ -10,6 +10,10 @@
 
 No leakage across a split: a window and its target lie entirely inside one split's hours,
 so no training window ever sees (or predicts) an hour of the validation or test years.
+
+The neural forecasters of chapter 5 live here too, with their one training recipe
+(`build_forecaster`, `train_forecaster`), so that the chapter and its search script
+(`scripts/search_05_time_series.py`) train exactly the same models.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.preprocessing import StandardScaler
+from torch import nn
+from torch.utils.data import DataLoader, RandomSampler
+
+from . import blocks, positional, runtime, training
 
 __all__ = [
     "WIND_DIRECTIONS",
@@ -33,6 +41,13 @@ __all__ = [
     "mae",
     "rmse",
     "predict",
+    "LearnedPETransformer",
+    "ALiBiTransformer",
+    "LSTMForecaster",
+    "FORECASTERS",
+    "build_forecaster",
+    "warmup_cosine",
+    "train_forecaster",
 ]
 
 WIND_DIRECTIONS = ("NE", "NW", "SE", "cv")
@@ -249,3 +264,155 @@ def predict(model, X, batch_size: int = 1024, device="cpu") -> np.ndarray:
             out = out[0]
         outs.append(out.reshape(-1).float().cpu())
     return torch.cat(outs).numpy()
+
+
+# ------------------------------------------------------------------ neural forecasters
+# All three read a window [B, L, F] and forecast the target of the hour after it as the
+# last hour's value plus a learned change: persistence is their starting point.
+class LearnedPETransformer(nn.Module):
+    """Inputs -> linear -> + learned position -> nn.TransformerEncoder -> last hour."""
+
+    def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff,
+                 dropout, max_len=72):
+        super().__init__()
+        self.temp_index = temp_index
+        self.proj = nn.Linear(n_features, d_model)
+        self.pos = positional.LearnedPositionalEmbedding(max_len, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout,
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers,
+                                             enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, x):  # x [B, L, F]
+        z = self.encoder(self.pos(self.proj(x)))  # [B, L, d_model]
+        change = self.head(self.norm(z[:, -1])).squeeze(-1)  # [B]
+        return x[:, -1, self.temp_index] + change  # hour L's temperature + change
+
+    @torch.no_grad()
+    def attention_weights(self, x):
+        """Per-layer attention weights [B, h, L, L], recomputed the way each layer
+        computes them (nn.TransformerEncoderLayer does not return them)."""
+        z, weights = self.pos(self.proj(x)), []
+        for layer in self.encoder.layers:
+            h = layer.norm1(z) if layer.norm_first else z
+            _, w = layer.self_attn(h, h, h, need_weights=True,
+                                   average_attn_weights=False)
+            weights.append(w)
+            z = layer(z)
+        return weights
+
+
+class ALiBiTransformer(nn.Module):
+    """Inputs -> linear -> EncoderBlocks with an ALiBi bias (no positions) -> last hour."""
+
+    def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff,
+                 dropout):
+        super().__init__()
+        self.temp_index, self.num_heads = temp_index, num_heads
+        self.proj = nn.Linear(n_features, d_model)
+        self.blocks = nn.ModuleList(
+            blocks.EncoderBlock(d_model, num_heads, d_ff, dropout)
+            for _ in range(num_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, 1)
+
+    def forward(self, x, need_weights=False):  # x [B, L, F], any L
+        bias = positional.alibi_bias(self.num_heads, x.shape[1])  # [h, L, L]
+        z, weights = self.proj(x), []  # z [B, L, d_model]: no position added
+        for block in self.blocks:  # w: [B, h, L, L], or None
+            z, w = block(z, bias=bias.to(x.device), need_weights=need_weights)
+            weights.append(w)
+        change = self.head(self.norm(z[:, -1])).squeeze(-1)  # [B]
+        pred = x[:, -1, self.temp_index] + change
+        return (pred, weights) if need_weights else pred
+
+    @torch.no_grad()
+    def attention_weights(self, x):
+        return self(x, need_weights=True)[1]
+
+
+class LSTMForecaster(nn.Module):
+    """Inputs -> stacked LSTM layers, read in time order -> last hidden state."""
+
+    def __init__(self, n_features, temp_index, hidden, num_layers=1, dropout=0.0):
+        super().__init__()
+        self.temp_index = temp_index
+        self.lstm = nn.LSTM(n_features, hidden, num_layers, batch_first=True,
+                            dropout=dropout if num_layers > 1 else 0.0)  # between layers
+        self.drop = nn.Dropout(dropout)  # on the last hidden state (one layer too)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x):  # x [B, L, F]
+        out, _ = self.lstm(x)  # [B, L, hidden]
+        change = self.head(self.drop(out[:, -1])).squeeze(-1)  # [B]
+        return x[:, -1, self.temp_index] + change
+
+
+FORECASTERS = ("Transformer (learned PE)", "Transformer (ALiBi)", "LSTM")
+
+
+def build_forecaster(name: str, config: dict, n_features: int, temp_index: int,
+                     num_heads: int = 4, window: int = 72) -> nn.Module:
+    """A fresh model of family ``name`` (one of ``FORECASTERS``) with ``config``'s size
+    (d_model, or the LSTM's hidden units), layers and dropout; the Transformers' feed-forward
+    width is 2 x d_model."""
+    if name not in FORECASTERS:
+        raise ValueError(f"unknown forecaster {name!r}; choose one of {list(FORECASTERS)}")
+    missing = sorted({"size", "layers", "dropout"} - set(config))
+    if missing:
+        raise ValueError(f"config needs size, layers and dropout; missing {missing}")
+    size, layers = int(config["size"]), int(config["layers"])
+    dropout = float(config["dropout"])
+    if name == "LSTM":
+        return LSTMForecaster(n_features, temp_index, size, layers, dropout)
+    kwargs = dict(d_model=size, num_heads=num_heads, num_layers=layers, d_ff=2 * size,
+                  dropout=dropout)
+    if name == "Transformer (ALiBi)":
+        return ALiBiTransformer(n_features, temp_index, **kwargs)
+    return LearnedPETransformer(n_features, temp_index, max_len=window, **kwargs)
+
+
+def warmup_cosine(warmup_steps: int, total_steps: int):
+    """Factor of the learning rate at each step for ``LambdaLR``: a linear warm-up over
+    ``warmup_steps``, then a cosine decay that reaches 0 at ``total_steps``."""
+    if warmup_steps < 1 or total_steps < 1:
+        raise ValueError(f"warmup_steps and total_steps must be >= 1, got {warmup_steps} and "
+                         f"{total_steps}")
+
+    def factor(step):
+        return min((step + 1) / warmup_steps,
+                   0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps)))
+    return factor
+
+
+def train_forecaster(name: str, config: dict, train_set, val_loader, temp_index: int,
+                     seed: int, epochs: int, patience: int, windows_per_epoch: int,
+                     batch_size: int = 128, weight_decay: float = 1e-4, num_heads: int = 4,
+                     device="cpu", desc: str = "training"):
+    """The chapter's one training recipe, for a fresh model of family ``name``.
+
+    ``config`` holds lr, size, layers and dropout; ``train_set`` is a ``TensorDataset`` of
+    windows [N, L, F] and targets [N]. The seed fixes the initial weights and the windows
+    drawn: AdamW, one warm-up epoch then a cosine decay that ends at ``epochs``,
+    ``windows_per_epoch`` training windows drawn without replacement each epoch, early
+    stopping on the validation loss with ``patience``, the best epoch's weights kept.
+    Returns (model, history), the history as ``training.fit`` gives it.
+    """
+    if "lr" not in config:
+        raise ValueError("config needs a learning rate, lr, besides size, layers and dropout")
+    X = train_set.tensors[0]  # [N, L, F]
+    runtime.set_seed(seed)
+    model = build_forecaster(name, config, X.shape[-1], temp_index, num_heads=num_heads,
+                             window=X.shape[1]).to(device)
+    sampler = RandomSampler(train_set, num_samples=windows_per_epoch,
+                            generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=float(config["lr"]),
+                                  weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, warmup_cosine(len(loader), epochs * len(loader)))
+    history = training.fit(model, loader, val_loader, nn.MSELoss(), optimizer, epochs=epochs,
+                           device=device, scheduler=scheduler, patience=patience, desc=desc)
+    return model, history

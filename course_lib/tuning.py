@@ -19,17 +19,30 @@ Only "on an edge *and* better than everything off it" says: widen the range.
     table = ...   # one row per configuration, best first, a column per setting
     check = tuning.edge_check(table, space, compare=lambda a, b: stats.bootstrap(...))
     check["widen"].any()   # True: a range is too narrow
+
+A search that takes too long for a notebook runs in a committed script that writes its whole
+table (a CSV) and a meta file beside it (a JSON with the same stem) holding the SHA-256 of
+the script (``script_sha256``) and of the table (``table_sha256``). `read_search` reads both
+back and refuses a table that no longer matches them:
+
+    table, meta = tuning.read_search("book/results/search/search_06_tabular.csv",
+                                     script="scripts/search_06_tabular.py")
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import numbers
 from collections.abc import Callable
+from pathlib import Path
 
 import pandas as pd
 
 from course_lib.stats import Interval
+
+__all__ = ["edge_check", "read_search", "file_sha256", "COLUMNS"]
 
 COLUMNS = ["searched", "chosen", "position", "winner minus best off the edge", "widen"]
 
@@ -175,3 +188,39 @@ def _check_arguments(search, space, limits, margin) -> None:
         else:
             raise TypeError(f"{name!r}: expected a non-empty list of values or a scipy.stats "
                             f"distribution, got {type(offered).__name__}")
+
+
+# --------------------------------------------------------------------------- committed searches
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes, as hex."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_search(table, script=None) -> tuple[pd.DataFrame, dict]:
+    """A committed search's table and meta (``<table stem>.json``), checked by their hashes.
+
+    Raises ``FileNotFoundError`` naming the missing file, and ``ValueError`` when the table's
+    bytes are not the ones the meta file records (the table was edited by hand) or, with
+    ``script``, when the script is not the one that wrote the table (it changed since: run it
+    again). Returns ``(table as a DataFrame, meta as a dict)``.
+    """
+    table = Path(table)
+    meta_path = table.with_suffix(".json")
+    for path in (table, meta_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: restore it from git or run the "
+                                    "search script again")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    for key in ("script_sha256", "table_sha256"):
+        if key not in meta:
+            raise ValueError(f"{meta_path} has no {key!r}: it was not written by a search "
+                             "script of this course")
+    if file_sha256(table) != meta["table_sha256"]:
+        raise ValueError(f"{table} is not the table its script wrote (its SHA-256 differs "
+                         f"from the one in {meta_path.name}): restore it or run the script "
+                         "again")
+    if script is not None and file_sha256(script) != meta["script_sha256"]:
+        raise ValueError(f"{Path(script).name} changed after it wrote {table.name} (its SHA-256 "
+                         f"is not the one in {meta_path.name}): run it again to rewrite the "
+                         "table")
+    return pd.read_csv(table), meta

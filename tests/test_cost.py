@@ -171,3 +171,33 @@ def test_time_interleaved_with_a_progress_bar(monkeypatch):
     monkeypatch.setenv("COURSE_PROGRESS", "off")
     times = time_interleaved({"a": lambda: None}, repeats=3, min_time=0.001, progress="timing")
     assert len(times) == 3
+
+
+def test_summarize_times_takes_each_names_median_iqr():
+    import pandas as pd
+
+    from course_lib import stats
+    from course_lib.cost import summarize_times
+
+    a, b = [0.30, 0.10, 0.20, 0.90], [2.0, 1.0, 3.0]
+    times = pd.DataFrame({"name": ["b"] * 3 + ["a"] * 4, "seconds": b + a})
+    summary = summarize_times(times)
+    assert list(summary.index) == ["b", "a"]  # the order of the table, not sorted
+    assert list(summary.columns) == ["median", "q25", "q75", "spread", "rounds"]
+    for name, values in (("a", a), ("b", b)):
+        q = stats.median_iqr(values, method="pandas-groupby")
+        row = summary.loc[name]
+        assert (row["q25"], row["median"], row["q75"]) == (q.q25, q.median, q.q75)
+        assert row["spread"] == q.spread and row["rounds"] == len(values)
+    assert summary.loc["a", "median"] == pytest.approx(0.25)
+    assert summary.loc["a", "spread"] == pytest.approx((0.45 - 0.175) / 0.25)
+
+
+def test_summarize_times_names_the_function_with_a_missing_time():
+    import pandas as pd
+
+    from course_lib.cost import summarize_times
+
+    times = pd.DataFrame({"name": ["ok", "broken"], "seconds": [0.1, float("nan")]})
+    with pytest.raises(ValueError, match="seconds of 'broken'.*drop missing"):
+        summarize_times(times)

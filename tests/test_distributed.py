@@ -421,3 +421,22 @@ def test_torchrun_ddp_equals_one_process_and_accumulation(tmp_path, monkeypatch)
     torch.manual_seed(0)
     init = gpt.GPT(gpt.GPTConfig(**states["ddp"]["gpt_config"])).double()
     assert D.max_param_diff(ddp, init.state_dict()) > 1e6 * TOLERANCE_FLOAT64
+
+
+def test_step_and_comm_summaries_use_the_standard_librarys_quartiles():
+    import statistics
+
+    from course_lib import stats
+
+    seconds = [0.31, 0.29, 0.35, 0.30, 0.52, 0.28, 0.33]
+    q25, median, q75 = statistics.quantiles(seconds, n=4, method="inclusive")
+    assert stats.median_iqr(seconds, method="statistics") == (q25, median, q75)
+    out = D.step_summary(seconds, skip=0)
+    assert (out["q25_ms"], out["median_ms"], out["q75_ms"]) == (
+        1000 * q25, 1000 * median, 1000 * q75)
+    probe = {"local": seconds, "synced": seconds, "allreduce": seconds, "gradient_mb": 1.0}
+    comm = D.comm_summary(probe)
+    assert (comm["local_q25_ms"], comm["local_ms"], comm["local_q75_ms"]) == (
+        1000 * q25, 1000 * median, 1000 * q75)
+    with pytest.raises(ValueError, match="NaN: drop missing"):
+        D.comm_summary({**probe, "allreduce": [0.1, float("nan")]})

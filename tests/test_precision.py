@@ -615,3 +615,33 @@ def test_speedup_summary_rejects_bad_tables():
     table = pd.DataFrame({"name": ["fp32"], "round": [0], "seconds": [1.0]})
     with pytest.raises(ValueError, match=r"no times named \['bf16'\]"):
         precision.speedup_summary(table)
+
+
+def test_speedup_summary_quartiles_are_stats_median_iqr():
+    import pandas as pd
+
+    from course_lib import stats
+
+    fp32, bf16 = [0.10, 0.13, 0.11, 0.30], [0.20, 0.21, 0.40, 0.19]
+    rows = [{"name": n, "round": r, "seconds": s}
+            for r, pair in enumerate(zip(fp32, bf16)) for n, s in zip(("fp32", "bf16"), pair)]
+    out = precision.speedup_summary(pd.DataFrame(rows))
+    for name, seconds in (("fp32", fp32), ("bf16", bf16)):
+        q = stats.median_iqr([1000 * s for s in seconds])
+        assert (out[f"{name}_q25"], out[f"{name}_ms"], out[f"{name}_q75"]) == tuple(q)
+    ratio = stats.median_iqr([a / b for a, b in zip(fp32, bf16)])
+    assert (out["speedup_q25"], out["speedup_q75"]) == (ratio.q25, ratio.q75)
+    assert out["speedup"] == out["fp32_ms"] / out["bf16_ms"]
+
+
+def test_decide_and_the_probe_cache_use_the_median(monkeypatch, tmp_path):
+    fp32, bf16 = [0.05, 0.04, 0.06, 0.30], [0.50, 0.40, 0.45, 0.41]
+    assert decide(fp32, bf16) == ("fp32", 0.128)
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    monkeypatch.setattr(precision, "machine_busy", lambda threads: False)
+    monkeypatch.setattr(precision, "measure_step_times", lambda: (fp32, bf16))
+    probe = precision.cpu_probe(refresh=True)
+    assert probe.source == "measured" and probe.bf16_speedup == 0.128
+    entry = next(iter(json.loads(precision.probe_cache_path().read_text())["probes"].values()))
+    assert (entry["fp32_step_ms"], entry["bf16_step_ms"]) == (55.0, 430.0)

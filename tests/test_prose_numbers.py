@@ -9,7 +9,8 @@ settings: a learning rate, a dropout, a threshold).
 Which numbers are checked (``quoted_numbers``). The ones a measurement produces:
 - numbers with a decimal point: ``0.41``, ``1,234.5``, ``2.5e-3`` (``1e-3`` too);
 - percentages: ``4.7%``, ``30 %``;
-- factors: ``3x``, ``2.5×`` (speed-ups, ratios);
+- factors: ``3x``, ``2.5×``, and written before the number, ``×3``, ``×1.82``, ``x1.82``
+  (speed-ups, ratios; an ``x`` before an integer is a name, as in x86, and is not checked);
 - integers with a thousands separator: ``8,744`` (data sizes, counts);
 - numbers with a multiplier: ``1.04 M``, ``29k``, ``1.5 million``.
 Not checked: other integers (section numbers, years, counts such as "72 hours" or "4 heads",
@@ -71,7 +72,9 @@ ALLOWED: dict[str, dict[str, str]] = {
 _SEP_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 1,234 or 1,234.5
 _PLAIN_NUMBER = r"\d+(?:\.\d+)?(?:[eE][-+\u2212]?\d+)?"  # 12, 0.41, 2.5e-3
 _NUMBER = re.compile(
-    r"(?<![\w.,/^])"  # not inside a word, a version, a path or a superscript
+    # a factor written first: x1.82 (a decimal: x86 and x1 are names), ×3 (not 0x1F, 2x2,
+    # "72 ×12"); else a number not inside a word, a version, a path or a superscript
+    r"(?:(?<![\w.,/^])(?<!\d\s)(?P<pre>x(?=\d+\.\d)|\u00d7(?=\d))|(?<![\w.,/^]))"
     rf"(?P<num>{_SEP_NUMBER}|{_PLAIN_NUMBER})"
     r"(?P<unit>\s?%|[x\u00d7](?![\w])(?!\s*\d)"  # 30%, 30 %, 3x, 2.5× (not 72 × 12)
     r"|\s?(?:[kKMB]|thousand|million|billion)(?![\w])|)"  # 1.04 M, 29k, 1.5 million
@@ -119,7 +122,7 @@ def quoted_numbers(markdown: str) -> list[tuple[str, int]]:
     text = prose_text(markdown)
     found = []
     for m in _NUMBER.finditer(text):
-        num, unit = m.group("num"), m.group("unit").strip()
+        num, unit = m.group("num"), m.group("unit").strip() or (m.group("pre") or "")
         checked = bool(unit) or "." in num or "," in num or "e" in num.lower()
         if not checked:
             continue
@@ -158,11 +161,12 @@ _MULTIPLIERS = {"k": 3, "K": 3, "thousand": 3, "M": 6, "million": 6, "B": 9, "bi
 def parse_quoted(quoted: str) -> tuple[Decimal, Decimal, str]:
     """``(value, half a unit of its last digit, unit)`` of a quoted number.
 
-    ``unit`` is ``"%"``, ``"x"``, a multiplier such as ``"M"`` (the value is then in
-    millions) or ``""``.
+    ``unit`` is ``"%"``, ``"x"`` (a factor, written before or after the number), a
+    multiplier such as ``"M"`` (the value is then in millions) or ``""``.
     """
-    match = re.match(r"(.*?\d)\s?(%|[x\u00d7]|[kKMB]|thousand|million|billion)?$", quoted)
-    num, unit = match.group(1), match.group(2) or ""
+    match = re.match(r"([x\u00d7])?(.*?\d)\s?(%|[x\u00d7]|[kKMB]|thousand|million|billion)?$",
+                     quoted)
+    num, unit = match.group(2), match.group(3) or match.group(1) or ""
     unit = "x" if unit == "\u00d7" else unit
     num = num.replace(",", "").replace("\u2212", "-")
     mantissa, _, exponent = num.lower().partition("e")
@@ -320,6 +324,12 @@ def test_stale_number_is_caught_and_rounded_one_accepted():
     ("3x faster", "speed-up 2.96", True),
     ("2.5\u00d7 faster", "speed-up 2.46", True),
     ("3x faster", "speed-up 3.6", False),
+    ("x1.82 faster", "speed-up 1.8249", True),  # a factor written before the number
+    ("x1.82 faster", "speed-up 1.79", False),
+    ("\u00d71.82 faster", "speed-up 1.79", False),
+    ("1.82\u00d7 faster", "speed-up 1.79", False),
+    ("\u00d73 faster", "speed-up 2.96", True),
+    ("\u00d73 faster", "speed-up 3.6", False),
     ("a gap of \u22120.02", "gap -0.0213", True),  # the sign is not compared
     ("1.04 M parameters", "params 1041280", True),
     ("1.04 M parameters", "params 1.04", True),
@@ -352,6 +362,8 @@ def test_where_numbers_are_found():
     "see `lr = 0.001` and {cite}`vaswani2017attention`",
     "[the docs](https://example.org/v2.0/page.html)",
     "float32 and bf16, GPT-2, d_k, W_2",
+    "on x86 and x64 chips, inputs x1 and x2",  # an x before an integer is a name
+    "address 0x1F, a 2x2 grid, a 3\u00d73 kernel, 72 \u00d712",
 ])
 def test_ignored_numbers(text):
     assert quoted_numbers(text) == []
@@ -361,6 +373,8 @@ def test_ignored_numbers(text):
     ("MAE 0.792 \u00b0C against 0.795", ["0.792", "0.795"]),
     ("missing for 4.7% of the hours, 30 % of rows", ["4.7%", "30 %"]),
     ("about 3x faster, 2.5\u00d7 slower", ["3x", "2.5\u00d7"]),
+    ("(x1.51, then x1.21), \u00d71.82 and 1.82\u00d7, \u00d73 the memory",
+     ["x1.51", "x1.21", "\u00d71.82", "1.82\u00d7", "\u00d73"]),
     ("8,744 windows of 26,232", ["8,744", "26,232"]),
     ("the floor $8/9 \\approx 0.889$", ["0.889"]),
     ("rates 1e-3 and 2e-3", ["1e-3", "2e-3"]),

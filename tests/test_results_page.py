@@ -85,6 +85,17 @@ def test_bind_reads_every_number_from_the_card():
     assert r.gap == pytest.approx(-0.05)
 
 
+def test_name_key_adds_the_cards_choice_to_the_label():
+    card = {**CARD, "params": {**CARD["params"], "chosen": "MLP", "count": 3}}
+    ours = {"label": "chosen on validation", "name": "params.chosen", "key": "metrics.mae_model"}
+    r = rc.bind(claim(ours=ours), {"05_demo": card})
+    assert r.ours.label == "chosen on validation: MLP"
+    with pytest.raises(rc.ClaimError, match="name key 'params.gone' is not in its results card"):
+        rc.bind(claim(ours={**ours, "name": "params.gone"}), {"05_demo": card})
+    with pytest.raises(rc.ClaimError, match="holds 3, not a name"):
+        rc.bind(claim(ours={**ours, "name": "params.count"}), {"05_demo": card})
+
+
 def test_missing_key_names_the_chapter_and_the_key():
     bad = claim(baseline={"label": "baseline", "key": "metrics.mae_renamed"})
     with pytest.raises(rc.ClaimError, match=r"chapter 05_demo: baseline number key "

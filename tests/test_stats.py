@@ -1,4 +1,4 @@
-"""course_lib.stats: bootstrap intervals and their verdicts."""
+"""course_lib.stats: bootstrap intervals, their verdicts, medians and quartiles of repeats."""
 
 import numpy as np
 import pytest
@@ -132,3 +132,187 @@ def test_seed_interval_contains_zero_for_noise():
 def test_seed_interval_bad_inputs(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- median_iqr
+def test_median_iqr_of_a_small_set_by_hand():
+    # sorted 1, 2, 3, 4: q25 sits at position (n - 1) * 0.25 = 0.75 of the sorted values,
+    # three quarters of the way from 1 to 2; the median halfway between 2 and 3
+    q = stats.median_iqr([4.0, 1.0, 3.0, 2.0])
+    assert q == stats.Quartiles(1.75, 2.5, 3.25)
+    assert (q.q25, q.median, q.q75) == (1.75, 2.5, 3.25)
+    assert q.iqr == 1.5 and q.spread == 1.5 / 2.5
+    low, mid, high = stats.median_iqr([1.0, 2.0, 3.0, 4.0, 5.0])  # unpacks as a tuple
+    assert (low, mid, high) == (2.0, 3.0, 4.0)
+
+
+@pytest.mark.parametrize("method", stats.QUANTILE_METHODS)
+def test_median_iqr_of_one_value_is_that_value(method):
+    assert stats.median_iqr([0.25], method=method) == (0.25, 0.25, 0.25)
+    assert stats.median_iqr(np.array([0.25]), method=method).spread == 0.0
+
+
+def test_median_iqr_methods_are_numpy_pandas_and_the_standard_library_bit_for_bit():
+    import statistics
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    for n in range(2, 21):
+        for _ in range(20):
+            x = rng.lognormal(np.log(0.3), 0.3, n)
+            q = stats.median_iqr(x)
+            assert q == (np.percentile(x, 25), np.median(x), np.percentile(x, 75))
+            series = pd.Series(x)
+            assert q == (series.quantile(0.25), series.median(), series.quantile(0.75))
+            grouped = pd.DataFrame({"name": "a", "s": x}).groupby("name")["s"]
+            by_pandas = stats.median_iqr(x, method="pandas-groupby")
+            assert by_pandas == (grouped.quantile(0.25)["a"], grouped.median()["a"],
+                                 grouped.quantile(0.75)["a"])
+            by_python = stats.median_iqr(list(x), method="statistics")
+            assert by_python == tuple(statistics.quantiles(x, n=4, method="inclusive"))
+            # one definition: the three differ in the last bits only, the medians not at all
+            for other in (by_pandas, by_python):
+                assert other == pytest.approx(q, rel=1e-14, abs=0)
+                assert other.median == q.median == statistics.median(x)
+
+
+def test_median_iqr_is_not_moved_by_a_few_slow_repeats():
+    q = stats.median_iqr([0.1] * 8 + [5.0, 9.0])
+    assert q.median == pytest.approx(0.1) and q.q25 == pytest.approx(0.1)
+    assert q.q75 == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("method", stats.QUANTILE_METHODS)
+def test_median_iqr_returns_python_floats_for_any_numbers(method):
+    import pandas as pd
+
+    for values in ([3, 1, 2], np.array([1, 2, 3], dtype=np.float32), pd.Series([1, 2, 3])):
+        q = stats.median_iqr(values, method=method)
+        assert q == (1.5, 2.0, 2.5) and all(type(v) is float for v in q)
+
+
+def test_spread_of_a_zero_median_says_to_use_the_iqr():
+    q = stats.median_iqr([-1.0, 0.0, 1.0])
+    assert q.iqr == 1.0
+    with pytest.raises(ValueError, match="use .iqr"):
+        q.spread
+
+
+@pytest.mark.parametrize("values, error, message", [
+    ([], ValueError, "at least one number"),
+    ([0.1, float("nan")], ValueError, "NaN: drop missing"),
+    ([0.1, float("inf")], ValueError, "infinite value"),
+    (np.ones((2, 3)), ValueError, r"1-D .*shape \(2, 3\).*np.ravel"),
+    (0.5, ValueError, r"1-D .*shape \(\)"),
+    (["fast", "slow"], TypeError, "sequence of numbers"),
+    ([[1.0, 2.0], [3.0]], TypeError, "sequence of numbers"),
+])
+def test_median_iqr_bad_inputs_say_what_to_do(values, error, message):
+    with pytest.raises(error, match=message):
+        stats.median_iqr(values)
+
+
+def test_median_iqr_unknown_method_lists_the_known_ones():
+    with pytest.raises(ValueError, match="use one of numpy, pandas-groupby, statistics"):
+        stats.median_iqr([1.0, 2.0], method="exclusive")
+
+
+# ----------------------------------------------------------------- block bootstrap
+def _ar1(n, phi, seed):
+    rng = np.random.default_rng(seed)
+    x, e = np.empty(n), rng.normal(size=n)
+    x[0] = e[0]
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    return x
+
+
+def test_block_indices_are_runs_of_consecutive_rows_that_wrap():
+    rng = np.random.default_rng(0)
+    idx = stats.block_indices(100, 7, rng)
+    assert idx.shape == (100,) and idx.dtype.kind == "i"
+    assert idx.min() >= 0 and idx.max() < 100
+    runs = idx[: 98].reshape(14, 7)  # 14 whole blocks, then the cut
+    assert np.all(np.diff(runs, axis=1) % 100 == 1)  # each block: consecutive rows, mod n
+
+
+def test_block_length_one_is_the_plain_bootstrap_draw_for_draw():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=500), rng.normal(size=500)
+    gap = lambda x, y: float(x.mean() - y.mean())  # noqa: E731
+    for seed in (0, 1):
+        assert stats.block_bootstrap(gap, a, b, block_length=1, seed=seed) == \
+            stats.bootstrap(gap, a, b, seed=seed)
+
+
+def test_block_length_one_agrees_with_the_plain_bootstrap_in_distribution():
+    # different seeds, so different resamples: the intervals still agree closely
+    x = np.random.default_rng(5).normal(size=2000)
+    plain = stats.bootstrap(np.mean, x, n_resamples=4000, seed=1)
+    block = stats.block_bootstrap(np.mean, x, block_length=1, n_resamples=4000, seed=2)
+    assert (block.high - block.low) == pytest.approx(plain.high - plain.low, rel=0.1)
+    assert block.low == pytest.approx(plain.low, abs=0.01)
+
+
+def test_blocks_widen_the_interval_on_an_ar1_series_as_theory_says():
+    # the mean of AR(1) with phi = 0.8 has a standard error sqrt((1 + phi) / (1 - phi)) = 3x
+    # the iid one; the plain bootstrap misses that, blocks much longer than 1 / (1 - phi) see it
+    x = _ar1(20_000, 0.8, seed=6)
+    plain = stats.bootstrap(np.mean, x, n_resamples=1000)
+    block = stats.block_bootstrap(np.mean, x, block_length=200, n_resamples=1000)
+    ratio = (block.high - block.low) / (plain.high - plain.low)
+    assert 2.3 < ratio < 3.7
+    # on independent rows the blocks change (almost) nothing
+    iid = np.random.default_rng(7).normal(size=20_000)
+    b0 = stats.block_bootstrap(np.mean, iid, block_length=200, n_resamples=1000)
+    p0 = stats.bootstrap(np.mean, iid, n_resamples=1000)
+    r0 = (b0.high - b0.low) / (p0.high - p0.low)
+    assert 0.8 < r0 < 1.25
+
+
+def test_block_bootstrap_is_paired_and_deterministic():
+    rng = np.random.default_rng(8)
+    shared = _ar1(3000, 0.9, seed=9) * 5  # a difficulty both models share, serially correlated
+    a, b = shared + 0.3 + rng.normal(0, 0.1, 3000), shared + rng.normal(0, 0.1, 3000)
+    gap = stats.block_bootstrap(lambda x, y: float(np.mean(x - y)), a, b, block_length=50)
+    assert 0.25 < gap.low < gap.estimate < gap.high < 0.35
+    again = stats.block_bootstrap(lambda x, y: float(np.mean(x - y)), a, b, block_length=50)
+    assert gap == again
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(block_length=0), "block_length must be an int from 1"),
+    (dict(block_length=11), "block_length must be an int from 1"),
+    (dict(block_length=2.5), "block_length must be an int from 1"),
+    (dict(block_length=True), "block_length must be an int from 1"),
+    (dict(block_length=2, n_resamples=10), "too few"),
+    (dict(block_length=2, level=1.5), "level must be between 0 and 1"),
+])
+def test_block_bootstrap_bad_inputs_say_what_to_do(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        stats.block_bootstrap(np.mean, np.arange(10.0), **kwargs)
+
+
+def test_block_bootstrap_needs_a_block_length_and_paired_rows():
+    with pytest.raises(TypeError):
+        stats.block_bootstrap(np.mean, np.arange(10.0))  # no block_length: a required keyword
+    with pytest.raises(ValueError, match="same number of rows"):
+        stats.block_bootstrap(lambda x, y: 0.0, np.arange(10.0), np.arange(9.0), block_length=2)
+
+
+def test_autocorrelation_of_ar1_and_white_noise():
+    acf = stats.autocorrelation(_ar1(50_000, 0.6, seed=10), 3)
+    assert acf.shape == (4,) and acf[0] == 1.0
+    assert acf[1:] == pytest.approx([0.6, 0.36, 0.216], abs=0.02)
+    noise = stats.autocorrelation(np.random.default_rng(11).normal(size=50_000), 24)
+    assert np.abs(noise[1:]).max() < 0.02
+
+
+def test_autocorrelation_bad_inputs():
+    with pytest.raises(ValueError, match="max_lag must be an int"):
+        stats.autocorrelation(np.arange(5.0), 5)
+    with pytest.raises(ValueError, match="1-D series"):
+        stats.autocorrelation(np.ones((3, 3)), 1)
+    with pytest.raises(ValueError, match="constant"):
+        stats.autocorrelation(np.ones(10), 2)

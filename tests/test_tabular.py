@@ -13,6 +13,11 @@ from course_lib.tabular import (
     TablePreprocessor,
     TabularTransformer,
     count_parameters,
+    fit_regressor,
+    predict_regressor,
+    skewed_columns,
+    split_rows,
+    table_views,
 )
 
 
@@ -277,3 +282,73 @@ def test_first_attention_sees_unnormalized_tokens():
     assert isinstance(model.blocks[1].attn_sub.norm, nn.LayerNorm)
     with_norm = TabularTransformer(2, [], d_model=8, num_heads=2, num_layers=2, first_norm=True)
     assert isinstance(with_norm.blocks[0].attn_sub.norm, nn.LayerNorm)
+
+
+# --------------------------------------------------------------------------- the experiment
+def test_split_rows_is_a_seeded_partition():
+    split = split_rows(100, seed=0)
+    assert [len(split[s]) for s in ("train", "val", "test")] == [70, 15, 15]
+    assert sorted(np.concatenate(list(split.values()))) == list(range(100))
+    assert all((split_rows(100, 0)[s] == split[s]).all() for s in split)
+    assert not (split_rows(100, 1)["train"] == split["train"]).all()
+    with pytest.raises(ValueError, match="train \\+ val < 1"):
+        split_rows(100, 0, train=0.9, val=0.2)
+    with pytest.raises(ValueError, match="n_rows must be an int"):
+        split_rows(2.5, 0)
+
+
+def test_skewed_columns_needs_positive_heavy_tails():
+    frame = pd.DataFrame({"tail": [1.0, 1, 1, 1, 1, 1, 50], "even": [1.0, 2, 3, 4, 5, 6, 7],
+                          "negative": [-1.0, 0, 0, 0, 0, 0, 60]})
+    assert skewed_columns(frame, ["tail", "even", "negative"]) == ["tail"]
+    with pytest.raises(KeyError, match="no columns \\['gone'\\]"):
+        skewed_columns(frame, ["gone"])
+
+
+def _table(n=40):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"area": rng.lognormal(5, 1, n), "year": rng.integers(1900, 2000, n),
+                          "town": rng.choice(["A", "B", "C"], n)})
+    frame.loc[3, "area"] = np.nan
+    return frame, np.log(frame["year"].to_numpy(dtype=float))
+
+
+def test_table_views_build_every_view_from_the_training_rows():
+    frame, y = _table()
+    views = table_views(frame, ["area", "year"], ["town"], y, split_rows(len(frame), 0),
+                        min_frequency=1)
+    assert views.num["train"].shape == (28, 2) and views.cat["val"].shape == (6, 1)
+    assert views.flat["test"].shape == (6, 2 + 3) and views.tree["train"].shape == (28, 3)
+    assert np.isnan(views.tree["train"]).any() == (3 in views.split["train"])
+    np.testing.assert_allclose(views.num["train"].mean(0), 0, atol=1e-5)
+    np.testing.assert_array_equal(views.y["val"], y[views.split["val"]])
+    again = table_views(frame, ["area", "year"], ["town"], y, split_rows(len(frame), 0),
+                        min_frequency=1)
+    assert views.fingerprint() == again.fingerprint()
+    other = table_views(frame, ["area", "year"], ["town"], y, split_rows(len(frame), 1),
+                        min_frequency=1)
+    assert views.fingerprint() != other.fingerprint()
+    with pytest.raises(ValueError, match="y has 39 values for a table of 40 rows"):
+        table_views(frame, ["area"], ["town"], y[:-1], split_rows(len(frame), 0))
+
+
+def test_fit_regressor_is_reproducible_and_predicts_one_value_per_row():
+    x = torch.randn(64, 3)
+    target = x @ torch.tensor([1.0, -2.0, 0.5])
+    train, val = (x[:48], target[:48]), (x[48:], target[48:])
+
+    def build():
+        return MLPRegressor(3, hidden=8, depth=1, dropout=0.0)
+
+    runs = [fit_regressor(build, train, val, seed=3, lr=1e-2, epochs=5, patience=None,
+                          batch_size=16, show_progress=False) for _ in range(2)]
+    (m1, h1), (m2, h2) = runs
+    assert len(h1) == 5 and h1["val_loss"].tolist() == h2["val_loss"].tolist()
+    p1, p2 = predict_regressor(m1, (x[48:],)), predict_regressor(m2, (x[48:],))
+    assert p1.shape == (16,) and np.array_equal(p1, p2) and not m1.training
+    tab = TabularTransformer(3, [], d_model=8, num_heads=2, num_layers=1)
+    assert predict_regressor(tab, (x[:5],)).shape == (5,)  # (pred, weights) -> pred
+    with pytest.raises(ValueError, match="same number of rows"):
+        fit_regressor(build, (x, target[:10]), val, seed=0, show_progress=False)
+    with pytest.raises(ValueError, match="tuple \\(\\*inputs, target\\)"):
+        fit_regressor(build, x, val, seed=0, show_progress=False)

@@ -6,16 +6,23 @@ import pytest
 import torch
 from sklearn.preprocessing import StandardScaler
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
+from course_lib import positional
 from course_lib.timeseries import (
+    FORECASTERS,
     WIND_DIRECTIONS,
+    ALiBiTransformer,
     Standardizer,
+    build_forecaster,
     mae,
     make_windows,
     persistence,
     predict,
     rmse,
     seasonal_naive,
+    train_forecaster,
+    warmup_cosine,
     weather_features,
     window_starts,
     year_splits,
@@ -181,3 +188,83 @@ def test_metrics_and_predict():
     X = torch.randn(10, 4, 3)
     expected = model(X).squeeze(-1).detach().numpy()
     assert np.allclose(predict(model, X, batch_size=3), expected, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- forecasters
+CONFIG = dict(size=16, layers=2, dropout=0.0)
+
+
+@pytest.mark.parametrize("name", FORECASTERS)
+def test_each_forecaster_starts_from_persistence_and_gives_one_number_per_window(name):
+    torch.manual_seed(0)
+    model = build_forecaster(name, CONFIG, n_features=5, temp_index=2, window=24).eval()
+    X = torch.randn(7, 24, 5)
+    out = model(X)
+    assert out.shape == (7,)
+    # the output is hour L's temperature plus a change that the head computes:
+    # with the head's weights and bias zeroed, the forecast is persistence exactly
+    torch.nn.init.zeros_(model.head.weight)
+    torch.nn.init.zeros_(model.head.bias)
+    assert torch.equal(model(X), X[:, -1, 2])
+
+
+def test_alibi_forecaster_reads_any_length_and_returns_its_weights():
+    torch.manual_seed(0)
+    model = build_forecaster("Transformer (ALiBi)", CONFIG, 5, 2).eval()
+    assert isinstance(model, ALiBiTransformer)
+    for length in (10, 72, 144):
+        weights = model.attention_weights(torch.randn(3, length, 5))
+        assert len(weights) == 2 and weights[-1].shape == (3, 4, length, length)
+        assert torch.allclose(weights[-1].sum(-1), torch.ones(3, 4, length))
+    learned = build_forecaster("Transformer (learned PE)", CONFIG, 5, 2, window=72)
+    with pytest.raises(positional.SequenceTooLongError):
+        learned(torch.randn(2, 144, 5))
+
+
+def test_learned_pe_attention_weights_have_one_row_per_query():
+    torch.manual_seed(0)
+    model = build_forecaster("Transformer (learned PE)", CONFIG, 5, 2, window=12).eval()
+    weights = model.attention_weights(torch.randn(2, 12, 5))
+    assert [tuple(w.shape) for w in weights] == [(2, 4, 12, 12)] * 2
+    assert torch.allclose(weights[0].sum(-1), torch.ones(2, 4, 12), atol=1e-6)
+
+
+def test_build_forecaster_clear_errors():
+    with pytest.raises(ValueError, match="unknown forecaster"):
+        build_forecaster("GRU", CONFIG, 5, 2)
+    with pytest.raises(ValueError, match="missing"):
+        build_forecaster("LSTM", dict(size=8), 5, 2)
+
+
+def test_warmup_cosine_rises_then_decays_to_zero():
+    f = warmup_cosine(4, 20)
+    assert [f(s) for s in range(3)] == pytest.approx([0.25, 0.5, 0.75])  # warm-up
+    assert max(f(s) for s in range(20)) < 1.0 + 1e-12
+    assert f(10) == pytest.approx(0.5)
+    assert f(20) == pytest.approx(0.0) and f(25) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match=">= 1"):
+        warmup_cosine(0, 10)
+
+
+def _tiny_data(n=64, length=12, features=3):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, length, features, generator=g)
+    y = X[:, -1, 1] + 0.1 * X[:, -2, 0]
+    return TensorDataset(X, y), DataLoader(TensorDataset(X[:16], y[:16]), batch_size=8)
+
+
+def test_train_forecaster_is_reproducible_from_its_seed():
+    train_set, val_loader = _tiny_data()
+    config = dict(CONFIG, lr=1e-3, size=8, layers=1)
+    runs = [train_forecaster("Transformer (ALiBi)", config, train_set, val_loader, 1, seed=s,
+                             epochs=2, patience=2, windows_per_epoch=32, batch_size=16)
+            for s in (3, 3, 4)]
+    (m1, h1), (m2, h2), (_, h3) = runs
+    assert list(h1.columns[:3]) == ["epoch", "train_loss", "val_loss"] and len(h1) == 2
+    assert h1.val_loss.tolist() == h2.val_loss.tolist()  # the same seed, the same run
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(),
+                                                 m2.state_dict().values()))
+    assert h1.val_loss.tolist() != h3.val_loss.tolist()  # another seed, another run
+    with pytest.raises(ValueError, match="learning rate"):
+        train_forecaster("LSTM", CONFIG, train_set, val_loader, 1, seed=0, epochs=1,
+                         patience=1, windows_per_epoch=16)

@@ -134,3 +134,44 @@ def test_unbounded_distribution_has_no_edges():
     rows = table([{"w": 1.0, "val": 0.1}])
     with pytest.raises(ValueError, match="not finite"):
         tuning.edge_check(rows, {"w": norm(0, 1)})
+
+
+# --------------------------------------------------------------------------- read_search
+def _written_search(tmp_path, script_text="print('search')\n"):
+    import json
+
+    script = tmp_path / "search_demo.py"
+    script.write_text(script_text)
+    table = tmp_path / "search_demo.csv"
+    pd.DataFrame({"model": ["a", "b"], "val_rmse": [0.1, 0.2]}).to_csv(table, index=False)
+    meta = {"script_sha256": tuning.file_sha256(script),
+            "table_sha256": tuning.file_sha256(table), "profile": "full"}
+    table.with_suffix(".json").write_text(json.dumps(meta))
+    return script, table
+
+
+def test_read_search_returns_table_and_meta(tmp_path):
+    script, table = _written_search(tmp_path)
+    frame, meta = tuning.read_search(table, script=script)
+    assert list(frame["model"]) == ["a", "b"] and meta["profile"] == "full"
+
+
+def test_read_search_refuses_an_edited_table_or_a_changed_script(tmp_path):
+    script, table = _written_search(tmp_path)
+    script.write_text("print('changed')\n")
+    with pytest.raises(ValueError, match="changed after it wrote search_demo.csv"):
+        tuning.read_search(table, script=script)
+    tuning.read_search(table)  # without the script only the table is checked
+    table.write_text(table.read_text().replace("0.1", "0.05"))
+    with pytest.raises(ValueError, match="is not the table its script wrote"):
+        tuning.read_search(table)
+
+
+def test_read_search_names_a_missing_file(tmp_path):
+    script, table = _written_search(tmp_path)
+    table.with_suffix(".json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"search_demo\.json is missing"):
+        tuning.read_search(table)
+    table.with_suffix(".json").write_text("{}")
+    with pytest.raises(ValueError, match="has no 'script_sha256'"):
+        tuning.read_search(table)

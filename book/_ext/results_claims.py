@@ -43,7 +43,7 @@ BASELINE_COLOR = "#8C8C8C"  # grey: course_lib.diagrams.MUTED
 INTERVAL_COLOR = "#56B4E9"  # sky blue
 
 CLAIM_FIELDS = {"notebook", "claim", "metric", "better", "ours", "baseline", "interval"}
-SIDE_FIELDS = {"label", "key", "spread", "seeds", "ratio"}
+SIDE_FIELDS = {"label", "name", "key", "spread", "seeds", "ratio"}
 
 
 class ClaimError(ExtensionError):
@@ -191,10 +191,28 @@ def _flat_keys(value, prefix: str) -> list[str]:
     return [prefix]
 
 
+def _label(spec: dict, card: dict, chapter: str, what: str) -> str:
+    """The label, followed by the card's value at ``name`` when the spec has one (a model
+    the run chose, such as the one with the lowest validation error)."""
+    if "name" not in spec:
+        return spec["label"]
+    try:
+        value = lookup(card, spec["name"])
+    except KeyError:
+        raise ClaimError(f"book/claims.yml: chapter {chapter}: {what} name key "
+                         f"{spec['name']!r} is not in its results card "
+                         f"book/results/{chapter}.json. Rename the key in book/claims.yml."
+                         ) from None
+    if not isinstance(value, str) or not value:
+        raise ClaimError(f"book/claims.yml: chapter {chapter}: {what} name key "
+                         f"{spec['name']!r} holds {value!r}, not a name")
+    return f"{spec['label']}: {value}"
+
+
 def _side(spec: dict, card: dict, chapter: str, what: str) -> Side:
     if spec.get("ratio"):
         return Side(label=spec["label"], value=1.0)
-    side = Side(label=spec["label"], key=spec["key"],
+    side = Side(label=_label(spec, card, chapter, what), key=spec["key"],
                 value=_number(card, spec["key"], chapter, f"{what} number"))
     if "spread" in spec:
         side.spread = _number(card, spec["spread"], chapter, f"{what} spread")
