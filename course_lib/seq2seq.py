@@ -16,7 +16,9 @@ and, transposed, the output projection ("weight tying"). The pieces, in order:
   is never normalised otherwise; Post-Norm (the 2017 paper) needs none (``final_norm``);
 - output projection: ``logits = h @ E^T`` with E the (target) embedding table.
 
-Masks follow the course's convention: boolean, True = may attend.
+Masks follow the course's convention: boolean, True = may attend. The class holds the
+model (``encode``, ``decode``, ``forward``); argument checks, loading the weights of
+``nn.Transformer`` and the cached decoding step live in ``course_lib.seq2seq_tools``.
 """
 
 from __future__ import annotations
@@ -26,16 +28,12 @@ import math
 import torch
 from torch import nn
 
-from .attention import fused_attention
+from . import seq2seq_tools as tools
 from .blocks import DecoderBlock, EncoderBlock
 from .masks import causal_mask, padding_mask
-from .positional import SinusoidalPositionalEncoding, sinusoidal_encoding
+from .positional import SinusoidalPositionalEncoding
+from .seq2seq_tools import CachedDecoderStep  # noqa: F401  (re-exported)
 from .training import count_parameters  # noqa: F401  (re-exported for chapter 9)
-
-
-def _positive_int(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -48,108 +46,34 @@ class Seq2SeqTransformer(nn.Module):
     table (the output projection stays tied to the target table).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        num_encoder_layers: int = 3,
-        num_decoder_layers: int = 3,
-        d_ff: int = 1024,
-        dropout: float = 0.1,
-        pad_id: int = 0,
-        norm_first: bool = True,
-        final_norm: bool | None = None,
-        activation: str = "relu",
-        max_len: int = 256,
-        share_source_embedding: bool = True,
-    ):
+    def __init__(self, vocab_size: int, d_model: int = 256, num_heads: int = 4,
+                 num_encoder_layers: int = 3, num_decoder_layers: int = 3, d_ff: int = 1024,
+                 dropout: float = 0.1, pad_id: int = 0, norm_first: bool = True,
+                 final_norm: bool | None = None, activation: str = "relu", max_len: int = 256,
+                 share_source_embedding: bool = True):
         super().__init__()
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("d_model", d_model),
-            ("num_heads", num_heads),
-            ("num_encoder_layers", num_encoder_layers),
-            ("num_decoder_layers", num_decoder_layers),
-            ("d_ff", d_ff),
-            ("max_len", max_len),
-        ):
-            _positive_int(name, value)
-        if not isinstance(pad_id, int) or isinstance(pad_id, bool) or not 0 <= pad_id < vocab_size:
-            raise ValueError(
-                f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}"
-            )
-        if not isinstance(norm_first, bool):
-            raise TypeError(
-                f"norm_first must be True (Pre-Norm) or False (Post-Norm), got {norm_first!r}"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        tools.check_sizes(vocab_size, d_model, num_heads, num_encoder_layers,
+                          num_decoder_layers, d_ff, dropout, pad_id, norm_first, max_len)
         self.vocab_size, self.d_model, self.pad_id = vocab_size, d_model, pad_id
         self.norm_first = norm_first
         final_norm = norm_first if final_norm is None else final_norm
+        block = dict(d_model=d_model, num_heads=num_heads, d_ff=d_ff, dropout=dropout,
+                     norm_first=norm_first, activation=activation)
 
         self.tgt_embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        self.src_embed = (
-            self.tgt_embed
-            if share_source_embedding
-            else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        )
+        self.src_embed = (self.tgt_embed if share_source_embedding
+                          else nn.Embedding(vocab_size, d_model, padding_idx=pad_id))
         self.positions = SinusoidalPositionalEncoding(d_model, max_len=max_len, dropout=dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderBlock(
-                d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation
-            )
-            for _ in range(num_encoder_layers)
-        )
+            EncoderBlock(**block) for _ in range(num_encoder_layers))
         self.decoder_layers = nn.ModuleList(
-            DecoderBlock(
-                d_model, num_heads, d_ff, dropout, norm_first=norm_first, activation=activation
-            )
-            for _ in range(num_decoder_layers)
-        )
+            DecoderBlock(**block) for _ in range(num_decoder_layers))
         self.encoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.generator = nn.Linear(d_model, vocab_size, bias=False)
         self.generator.weight = self.tgt_embed.weight  # weight tying: logits = h @ E^T
-        self.reset_parameters()
+        tools.reset_parameters(self)
 
-    # ------------------------------------------------------------------ set-up
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """Xavier-uniform for every matrix in the stacks (as ``nn.Transformer`` does);
-        N(0, 1/d_model) for the embedding, so that after the sqrt(d_model) scale the token
-        vectors have unit-size entries, like the positions; the padding row is zero."""
-        for layer in [*self.encoder_layers, *self.decoder_layers]:
-            for p in layer.parameters():
-                if p.dim() > 1:
-                    nn.init.xavier_uniform_(p)
-        for table in {
-            id(self.src_embed): self.src_embed,
-            id(self.tgt_embed): self.tgt_embed,
-        }.values():
-            nn.init.normal_(table.weight, mean=0.0, std=self.d_model**-0.5)
-            table.weight[self.pad_id].zero_()
-
-    # ------------------------------------------------------------------ checks
-    def _check_tokens(self, name: str, tokens) -> None:
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}"
-            )
-        if tokens.dim() != 2 or tokens.shape[1] == 0:
-            raise ValueError(
-                f"{name} must have shape [B, L] with L >= 1, got {tuple(tokens.shape)}"
-            )
-        if tokens.is_floating_point() or tokens.dtype == torch.bool:
-            raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            raise ValueError(
-                f"{name} holds ids outside [0, vocab_size={self.vocab_size}): "
-                f"min {int(tokens.min())}, max {int(tokens.max())}"
-            )
-
-    # ------------------------------------------------------------------ pieces
     def embed(self, tokens: torch.Tensor, table: nn.Embedding) -> torch.Tensor:
         """tokens [B, L] -> E[tokens] * sqrt(d_model) + PE, then dropout: [B, L, d_model]."""
         return self.positions(table(tokens) * math.sqrt(self.d_model))
@@ -163,250 +87,53 @@ class Seq2SeqTransformer(nn.Module):
         return padding_mask(tgt, self.pad_id) & causal_mask(tgt.shape[1], device=tgt.device)
 
     def encode(self, src: torch.Tensor, need_weights: bool = False):
-        """src [B, Ls] -> (memory [B, Ls, d_model], src_mask [B, 1, 1, Ls]).
-
-        With ``need_weights=True`` also the list of per-layer self-attention weights
-        [B, h, Ls, Ls]."""
-        self._check_tokens("src", src)
-        src_mask = self.source_mask(src)
-        x = self.embed(src, self.src_embed)
+        """src [B, Ls] -> (memory [B, Ls, d_model], src_mask [B, 1, 1, Ls]); with
+        ``need_weights=True`` also the per-layer self-attention weights [B, h, Ls, Ls]."""
+        tools.check_tokens(self, "src", src)
+        src_mask = self.source_mask(src)  # [B, 1, 1, Ls]
+        x = self.embed(src, self.src_embed)  # [B, Ls, d]
         weights = []
         for layer in self.encoder_layers:
             x, w = layer(x, mask=src_mask, need_weights=need_weights)
             weights.append(w)
-        memory = self.encoder_norm(x)
+        memory = self.encoder_norm(x)  # [B, Ls, d]
         return (memory, src_mask, weights) if need_weights else (memory, src_mask)
 
-    def decode(
-        self,
-        tgt: torch.Tensor,
-        memory: torch.Tensor,
-        src_mask: torch.Tensor,
-        need_weights: bool = False,
-    ):
-        """tgt [B, Lt], memory [B, Ls, d] -> hidden states [B, Lt, d_model] (before the projection).
-
-        With ``need_weights=True`` returns ``(hidden, self_weights, cross_weights)``, two lists
-        with one [B, h, Lt, Lt] / [B, h, Lt, Ls] tensor per decoder layer."""
-        self._check_tokens("tgt", tgt)
-        if memory.dim() != 3 or memory.shape[-1] != self.d_model:
-            raise ValueError(
-                f"memory must have shape [B, Ls, {self.d_model}], got {tuple(memory.shape)}"
-            )
-        if memory.shape[0] != tgt.shape[0]:
-            raise ValueError(
-                f"tgt has {tgt.shape[0]} rows but memory has {memory.shape[0]}: for beam search "
-                f"repeat the memory once per beam (memory.repeat_interleave(beam_size, 0))"
-            )
-        tgt_mask = self.target_mask(tgt)
-        x = self.embed(tgt, self.tgt_embed)
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+               need_weights: bool = False):
+        """tgt [B, Lt], memory [B, Ls, d] -> hidden [B, Lt, d] (before the projection); with
+        ``need_weights=True`` ``(hidden, self_weights, cross_weights)``, one [B, h, Lt, Lt] /
+        [B, h, Lt, Ls] tensor per decoder layer in each list."""
+        tools.check_decode_inputs(self, tgt, memory)
+        tgt_mask = self.target_mask(tgt)  # [B, 1, Lt, Lt]
+        x = self.embed(tgt, self.tgt_embed)  # [B, Lt, d]
         self_w, cross_w = [], []
         for layer in self.decoder_layers:
-            x, ws, wc = layer(
-                x, memory, self_mask=tgt_mask, memory_mask=src_mask, need_weights=need_weights
-            )
+            x, ws, wc = layer(x, memory, self_mask=tgt_mask, memory_mask=src_mask,
+                              need_weights=need_weights)
             self_w.append(ws)
             cross_w.append(wc)
         hidden = self.decoder_norm(x)
         return (hidden, self_w, cross_w) if need_weights else hidden
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        self._check_tokens("src", src)
-        self._check_tokens("tgt", tgt)
-        if src.shape[0] != tgt.shape[0]:
-            raise ValueError(
-                f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"
-            )
+        tools.check_pair(self, src, tgt)
         memory, src_mask = self.encode(src)
         return self.generator(self.decode(tgt, memory, src_mask))  # [B, Lt, V]
 
-    # ------------------------------------------------------------------ inference
-    @torch.no_grad()
+    # the rest is machinery beside the model, in course_lib.seq2seq_tools
+    def reset_parameters(self) -> None:
+        """Xavier for the stacks, N(0, 1/d_model) for the embedding (see seq2seq_tools)."""
+        tools.reset_parameters(self)
+
     def attention_maps(self, src: torch.Tensor, tgt: torch.Tensor) -> dict:
-        """Every attention matrix for a batch: ``{"encoder": [...], "decoder_self": [...],
-        "cross": [...]}``, one [B, h, Lq, Lk] tensor per layer."""
-        memory, src_mask, enc_w = self.encode(src, need_weights=True)
-        _, self_w, cross_w = self.decode(tgt, memory, src_mask, need_weights=True)
-        return {"encoder": enc_w, "decoder_self": self_w, "cross": cross_w}
+        """``{"encoder": [...], "decoder_self": [...], "cross": [...]}``, [B, h, Lq, Lk] each."""
+        return tools.attention_maps(self, src, tgt)
 
-    @torch.no_grad()
     def make_step_fn(self, src: torch.Tensor, beam_size: int = 1, cache: bool = True):
-        """Encode ``src`` once and return ``step(tokens [N, L]) -> next-token logits [N, V]``.
+        """``step(tokens [N, L]) -> logits [N, V]`` for ``course_lib.decoding``."""
+        return tools.make_step_fn(self, src, beam_size=beam_size, cache=cache)
 
-        This is the function ``course_lib.decoding`` expects. ``beam_size > 1`` repeats each
-        sentence's memory ``beam_size`` times, batch-major (rows b*k .. b*k+k-1 belong to
-        sentence b), so ``N = B * beam_size``. The model must be in eval mode.
-
-        ``cache=True`` returns a ``CachedDecoderStep``: it keeps each decoder layer's keys and
-        values, so a step runs only the newest token through the decoder, and computes the
-        cross-attention keys and values of the source once. ``cache=False`` re-runs the
-        whole prefix at every step (simpler, slower; the same logits).
-        """
-        _positive_int("beam_size", beam_size)
-        if self.training:
-            raise RuntimeError("call model.eval() before decoding (dropout would be active)")
-        memory, src_mask = self.encode(src)
-        if beam_size > 1:
-            memory = memory.repeat_interleave(beam_size, dim=0)  # [B*k, Ls, d]
-            src_mask = src_mask.repeat_interleave(beam_size, dim=0)  # [B*k, 1, 1, Ls]
-        if cache:
-            return CachedDecoderStep(self, memory, src_mask, group=beam_size)
-
-        @torch.no_grad()
-        def step(tokens: torch.Tensor) -> torch.Tensor:
-            _check_rows(tokens, memory.shape[0])
-            hidden = self.decode(tokens, memory, src_mask)
-            return self.generator(hidden[:, -1])  # only the last position: [N, V]
-
-        return step
-
-    # ------------------------------------------------------------------ PyTorch's version
-    @torch.no_grad()
     def load_from_torch(self, transformer: nn.Transformer) -> Seq2SeqTransformer:
-        """Copy the encoder and decoder stacks of a ``torch.nn.Transformer`` (batch_first, same
-        sizes) into this model. Embeddings, positions and the output projection are not part
-        of ``nn.Transformer`` and stay as they are.
-
-        ``nn.Transformer`` always ends both stacks with a LayerNorm, Post-Norm included; the
-        2017 paper's Post-Norm has none (its last sub-layer already ends in one). To compare
-        a Post-Norm model, build it with ``final_norm=True``.
-        """
-        enc, dec = transformer.encoder.layers, transformer.decoder.layers
-        if len(enc) != len(self.encoder_layers) or len(dec) != len(self.decoder_layers):
-            raise ValueError(
-                f"layer counts differ: torch has {len(enc)} encoder / {len(dec)} decoder layers, "
-                f"this model {len(self.encoder_layers)} / {len(self.decoder_layers)}"
-            )
-        if transformer.d_model != self.d_model:
-            raise ValueError(
-                f"d_model differs: torch {transformer.d_model}, this model {self.d_model}"
-            )
-        if enc[0].norm_first != self.norm_first:
-            raise ValueError(
-                f"norm position differs: torch norm_first={enc[0].norm_first}, this model "
-                f"norm_first={self.norm_first}"
-            )
-        for name, theirs, ours in (
-            ("encoder", transformer.encoder.norm, self.encoder_norm),
-            ("decoder", transformer.decoder.norm, self.decoder_norm),
-        ):
-            if isinstance(theirs, nn.LayerNorm) != isinstance(ours, nn.LayerNorm):
-                raise ValueError(
-                    f"final {name} LayerNorm: torch has {type(theirs).__name__}, this model "
-                    f"{type(ours).__name__}; build this model with final_norm=True (nn.Transformer "
-                    f"always has one) or replace torch's with nn.Identity()"
-                )
-            if isinstance(ours, nn.LayerNorm):
-                ours.load_state_dict(theirs.state_dict())
-
-        def copy_ffn(block_ffn, layer):
-            block_ffn.net[0].load_state_dict(layer.linear1.state_dict())
-            block_ffn.net[3].load_state_dict(layer.linear2.state_dict())
-
-        for ours, theirs in zip(self.encoder_layers, enc):
-            ours.attn.load_from_torch(theirs.self_attn)
-            copy_ffn(ours.ffn, theirs)
-            ours.attn_sub.norm.load_state_dict(theirs.norm1.state_dict())
-            ours.ffn_sub.norm.load_state_dict(theirs.norm2.state_dict())
-        for ours, theirs in zip(self.decoder_layers, dec):
-            ours.self_attn.load_from_torch(theirs.self_attn)
-            ours.cross_attn.load_from_torch(theirs.multihead_attn)
-            copy_ffn(ours.ffn, theirs)
-            for sub, norm in zip(ours.subs, (theirs.norm1, theirs.norm2, theirs.norm3)):
-                sub.norm.load_state_dict(norm.state_dict())
-        return self
-
-
-def _check_rows(tokens, rows: int) -> None:
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != rows:
-        got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-        raise ValueError(
-            f"step expects tokens [N, L] with N = {rows} (batch x beam_size), got {got}"
-        )
-
-
-class CachedDecoderStep:
-    """A ``course_lib.decoding`` step function for ``Seq2SeqTransformer`` with a key-value cache.
-
-    Built by ``model.make_step_fn(src, beam_size)``. Each call gets the whole prefix [N, L].
-    When its first L - 1 tokens are those of the previous call, only the last token goes
-    through the decoder, attending to the cached keys and values of the earlier positions;
-    otherwise the cache is rebuilt from the whole prefix. The cross-attention keys and values
-    of the encoder output are computed once. ``reorder(index)`` (called by ``beam_search``
-    after every step) makes the cache follow the surviving beams. The logits equal those of
-    ``decode`` on the whole prefix (the unit tests check it); padding tokens in the prefix
-    (rows that have finished) are masked as keys, as ``decode`` does.
-    """
-
-    def __init__(self, model: Seq2SeqTransformer, memory: torch.Tensor, src_mask: torch.Tensor,
-                 group: int = 1):
-        self.model, self.src_mask, self.group = model, src_mask, group
-        self.rows = memory.shape[0]
-        self.cross_kv = []  # per layer: keys and values of the memory, [N, h, Ls, d_k] each
-        for layer in model.decoder_layers:
-            attn = layer.cross_attn
-            self.cross_kv.append((attn.split_heads(attn.k_proj(memory)),
-                                  attn.split_heads(attn.v_proj(memory))))
-        self.cache, self.seen = None, None
-
-    @torch.no_grad()
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
-        _check_rows(tokens, self.rows)
-        if self.model.training:
-            raise RuntimeError("call model.eval() before decoding (dropout would be active)")
-        L = tokens.shape[1]
-        reuse = (self.seen is not None and self.seen.shape[1] == L - 1
-                 and torch.equal(self.seen, tokens[:, :-1]))
-        new = tokens[:, -1:] if reuse else tokens  # [N, n]: 1 new position, or all of them
-        offset = L - new.shape[1]
-        model = self.model
-        x = model.tgt_embed(new) * math.sqrt(model.d_model)
-        pe = model.positions.pe
-        if L > pe.shape[0]:  # longer than the stored table: compute the positions
-            pe = sinusoidal_encoding(L, model.d_model).to(x.device)
-        x = x + pe[offset:L].to(x.dtype)  # positions offset .. L - 1
-        keys_ok = padding_mask(tokens, model.pad_id)  # [N, 1, 1, L]
-        mask = keys_ok if reuse else keys_ok & causal_mask(L, device=tokens.device)
-        new_cache = []
-        for i, layer in enumerate(model.decoder_layers):
-            x, kv = _decoder_layer_step(layer, x, self.cache[i] if reuse else None,
-                                        self.cross_kv[i], mask, self.src_mask)
-            new_cache.append(kv)
-        self.cache, self.seen = new_cache, tokens
-        return model.generator(model.decoder_norm(x[:, -1]))  # [N, V]
-
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows ``index`` [N] of the cache: beam search's surviving beams."""
-        if self.cache is None:
-            return
-        self.cache = [(k[index], v[index]) for k, v in self.cache]
-        self.seen = self.seen[index]
-        same_input = torch.arange(self.rows, device=index.device) // self.group
-        if not torch.equal(index // self.group, same_input):  # a row moved to another input
-            self.cross_kv = [(k[index], v[index]) for k, v in self.cross_kv]
-            self.src_mask = self.src_mask[index]
-
-
-def _decoder_layer_step(layer: DecoderBlock, x, past_kv, cross_kv, self_mask, memory_mask):
-    """One DecoderBlock on the new positions x [N, n, d], given the past keys and values.
-
-    The residual wiring (Pre- or Post-Norm) is the block's own ``_Sublayer``; the
-    self-attention goes through ``MultiHeadAttention.forward_cached``, which appends the new
-    keys and values to the cached ones.
-    """
-    out = {}
-
-    def self_attn(h):  # h: the new positions after (Pre-Norm) or before (Post-Norm) the norm
-        y, out["kv"] = layer.self_attn.forward_cached(h, past_kv, mask=self_mask)
-        return y
-
-    def cross_attn(h):
-        a = layer.cross_attn
-        q = a.split_heads(a.q_proj(h))
-        return a.out_proj(a.merge_heads(fused_attention(q, *cross_kv, mask=memory_mask)))
-
-    x = layer.subs[0](x, self_attn)
-    x = layer.subs[1](x, cross_attn)
-    x = layer.subs[2](x, layer.ffn)
-    return x, out["kv"]
-
+        """Copy the stacks of a ``torch.nn.Transformer`` into this model."""
+        return tools.load_from_torch(self, transformer)

@@ -1,0 +1,86 @@
+"""The decoder block that chapter 9 writes on the page equals course_lib's DecoderBlock.
+
+Chapter 9 shows the decoder block as a reader should see it: masked self-attention,
+cross-attention (queries from the decoder, keys and values from the encoder's memory) and
+the feed-forward network, each a Pre-Norm residual line. The model itself uses
+``blocks.DecoderBlock``. This test takes the cell that defines the page's class out of the
+committed notebook, runs it, loads a ``DecoderBlock``'s weights into it and compares the
+outputs under real masks: the page's copy and the library cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib import attention, blocks, masks
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "09_translation.ipynb"
+RENAME = {"subs.0.norm.": "norm1.", "subs.1.norm.": "norm2.", "subs.2.norm.": "norm3.",
+          "ffn.net.": "ffn."}
+
+
+def _block_cell() -> str:
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+               for c in cells if c["cell_type"] == "code"]
+    found = [s for s in sources if "class DecoderBlock(" in s]
+    assert len(found) == 1, f"{NOTEBOOK.name}: expected one cell defining DecoderBlock, " \
+                            f"found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def page():
+    namespace = {"nn": nn, "torch": torch, "attention": attention}
+    exec(compile(_block_cell(), f"{NOTEBOOK.name}: the decoder block cell", "exec"), namespace)
+    return namespace["DecoderBlock"]
+
+
+def _renamed(state):
+    out = {}
+    for key, value in state.items():
+        for old, new in RENAME.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+        out[key] = value
+    return out
+
+
+def _tokens(lengths, vocab=20, pad=0):
+    out = torch.full((len(lengths), max(lengths)), pad)
+    for i, n in enumerate(lengths):
+        out[i, :n] = torch.randint(1, vocab, (n,))
+    return out
+
+
+@pytest.mark.parametrize("d_model, num_heads, d_ff", [(32, 1, 64), (16, 4, 48)])
+def test_page_block_equals_decoder_block(page, d_model, num_heads, d_ff):
+    torch.manual_seed(0)
+    library = blocks.DecoderBlock(d_model, num_heads, d_ff, dropout=0.1, norm_first=True).eval()
+    with torch.no_grad():  # not the initial LayerNorm weights (1 and 0): every weight counts
+        for p in library.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    plain = page(d_model, num_heads, d_ff, dropout=0.1).eval()
+    plain.load_state_dict(_renamed(library.state_dict()))  # strict: same weights, one place each
+    src, tgt = _tokens([7, 4, 5]), _tokens([6, 3, 6])
+    src_mask = masks.padding_mask(src, 0)  # [B, 1, 1, Ls]
+    tgt_mask = masks.padding_mask(tgt, 0) & masks.causal_mask(tgt.shape[1])  # [B, 1, Lt, Lt]
+    x, memory = torch.randn(3, tgt.shape[1], d_model), torch.randn(3, src.shape[1], d_model)
+    with torch.no_grad():
+        ours = plain(x, memory, tgt_mask, src_mask)
+        theirs = library(x, memory, self_mask=tgt_mask, memory_mask=src_mask)[0]
+        moved = plain(x, memory + 1.0, tgt_mask, src_mask)
+    real = tgt != 0
+    assert (ours - theirs)[real].abs().max().item() < 1e-5
+    assert (moved - ours).abs().max().item() > 1e-3  # the memory is read (cross-attention)
+
+
+def test_page_block_reads_queries_from_the_decoder_and_keys_from_the_memory():
+    source = _block_cell()
+    assert "self.cross_attn(h, memory, memory, mask=src_mask)" in source
+    assert "self.self_attn(h, h, h, mask=tgt_mask)" in source
