@@ -190,6 +190,23 @@ def test_metrics_and_predict():
     assert np.allclose(predict(model, X, batch_size=3), expected, atol=1e-6)
 
 
+def test_predict_builds_no_autograd_graph():
+    seen = []
+
+    class Probe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 1)
+
+        def forward(self, x):  # x [B, L, F] -> [B]
+            seen.append(torch.is_grad_enabled())
+            return self.lin(x[:, -1]).squeeze(-1)
+
+    predict(Probe(), torch.randn(5, 4, 3), batch_size=2)
+    assert seen == [False, False, False]  # three batches, none tracked by autograd
+    assert torch.is_grad_enabled()  # and the caller's mode is restored
+
+
 # --------------------------------------------------------------------------- forecasters
 CONFIG = dict(size=16, layers=2, dropout=0.0)
 
