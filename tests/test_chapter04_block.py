@@ -9,11 +9,11 @@ compares the outputs: the page's copy and the library cannot drift apart.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
+from notebook_cells import code_cell_defining
 from torch import nn
 
 from course_lib import attention, blocks
@@ -24,13 +24,7 @@ RENAME = {"attn_sub.norm.": "norm1.", "ffn_sub.norm.": "norm2.",
 
 
 def _block_cell() -> str:
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-               for c in cells if c["cell_type"] == "code"]
-    found = [s for s in sources if "class PreNormBlock(" in s]
-    assert len(found) == 1, f"{NOTEBOOK.name}: expected one cell defining PreNormBlock, " \
-                            f"found {len(found)}"
-    return found[0]
+    return code_cell_defining(NOTEBOOK, "class PreNormBlock(")
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ outputs under real masks: the page's copy and the library cannot drift apart.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
+from notebook_cells import code_cell_defining
 from torch import nn
 
 from course_lib import attention, blocks, masks
@@ -25,13 +25,7 @@ RENAME = {"subs.0.norm.": "norm1.", "subs.1.norm.": "norm2.", "subs.2.norm.": "n
 
 
 def _block_cell() -> str:
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-               for c in cells if c["cell_type"] == "code"]
-    found = [s for s in sources if "class DecoderBlock(" in s]
-    assert len(found) == 1, f"{NOTEBOOK.name}: expected one cell defining DecoderBlock, " \
-                            f"found {len(found)}"
-    return found[0]
+    return code_cell_defining(NOTEBOOK, "class DecoderBlock(")
 
 
 @pytest.fixture(scope="module")
