@@ -198,6 +198,7 @@ AUTOGRADE = ([p.name for p in _with_checks()] if os.environ.get("COURSE_AUTOGRAD
              else AUTOGRADED)
 
 
+@pytest.mark.runs_chapters
 @pytest.mark.parametrize("name", AUTOGRADE)
 def test_autograde_full_marks_for_the_solutions_none_for_the_empty_release(
         name, tmp_path, monkeypatch):

@@ -237,6 +237,7 @@ def test_the_gettext_build_picks_the_outputs_the_html_build_shows():
     """Of an output's text forms, the gettext build (the catalogues' templates) takes the one
     the HTML page shows: a displayed source listing (text/html and text/latex) is raw HTML to
     it, never a message, as MyST-NB's own gettext order (text/latex first) made it."""
+    pytest.importorskip("myst_nb", reason="the book's notebook parser (requirements.txt)")
     from myst_nb.core.render import get_mime_priority
 
     overrides = [tuple(o) for o in SPHINX["nb_mime_priority_overrides"]]

@@ -66,6 +66,7 @@ def test_committed_checks_pass(path):
             f"checks pass.' in the committed run; re-run the chapter in the full profile")
 
 
+@pytest.mark.runs_chapters
 @pytest.mark.parametrize("path", WITH_CHECKS, ids=_ids(WITH_CHECKS))
 def test_every_check_fails_on_the_empty_student_edition(path, tmp_path, monkeypatch):
     from nbclient import NotebookClient

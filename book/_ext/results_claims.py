@@ -470,8 +470,8 @@ def draw(rows: list[Row], image_format: str = "svg", language: str | None = "en"
             # Chinese labels: matplotlib's font has no CJK glyphs and lays them out with its
             # missing-glyph box (about 1.15 em, a CJK glyph is 1 em, so the space suffices).
             # The SVG keeps the text as text (svg.fonttype none): the reader's browser draws
-            # it with its own fonts.
-            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+            # it with its own fonts. (matplotlib 3.8 says "missing from current font".)
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from (current )?font")
             fig.savefig(buffer, format=image_format, metadata=metadata, dpi=110)
     return buffer.getvalue()
 
