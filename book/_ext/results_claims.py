@@ -483,11 +483,17 @@ def _chapter_ref(env, docname_from: str, stem: str) -> nodes.Node:
     if docname in env.found_docs:
         ref = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget=f"/{docname}",
                                     refexplicit=True, refdoc=docname_from)
-        ref += nodes.inline(text=stem)
+        ref += nodes.inline(text=_breakable(stem))
         para += ref
     else:
-        para += nodes.Text(stem)
+        para += nodes.Text(_breakable(stem))
     return para
+
+
+def _breakable(stem: str) -> str:
+    """A notebook name that may wrap after its underscores only (a zero-width space after
+    each), so that a narrow column shows `04_sequence_` / `reversal`, not `04_sequen` / `ce_r`."""
+    return stem.replace("_", "_\u200b")
 
 
 def _lines(*parts) -> nodes.line_block:
