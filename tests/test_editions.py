@@ -124,32 +124,43 @@ def test_the_dictionary_makes_the_course_terms_single_words():
 
 
 # ------------------------------------------------------------------ translated titles
-def _translated_site(tmp_path: Path, with_editions: bool) -> str:
-    """A one-page Sphinx site in Chinese whose title starts with its number, as every
-    chapter's does; returns the built page."""
+def _build_chinese_site(src: Path, extensions: list[str], files: dict[str, str],
+                        messages: dict[str, str], conf: str = ""):
+    """Build a small Sphinx site in Chinese from `files` (name -> text), with one catalogue
+    of `messages` (English -> Chinese) for its root page; returns the Sphinx app."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import write_po
     from sphinx.application import Sphinx
     from sphinx.util.docutils import docutils_namespace
 
-    src = tmp_path / ("with" if with_editions else "without")
     (src / "locales" / "zh_CN" / "LC_MESSAGES").mkdir(parents=True)
-    extensions = ["myst_parser", *(["editions"] if with_editions else [])]
     (src / "conf.py").write_text(
         f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
         f"extensions = {extensions!r}\nlanguage = 'zh_CN'\nlocale_dirs = ['locales']\n"
-        f"html_search_options = {{'dict': {str(DICTIONARY)!r}}}\n", encoding="utf-8")
-    (src / "index.md").write_text("# 2. Multi-head attention\n\nHeads split the width.\n",
-                                  encoding="utf-8")
+        f"html_search_options = {{'dict': {str(DICTIONARY)!r}}}\n{conf}", encoding="utf-8")
+    for name, text in files.items():
+        (src / name).write_text(text, encoding="utf-8")
     catalogue = Catalog(locale="zh_CN")
-    catalogue.add("2. Multi-head attention", "2. 多头注意力")
-    catalogue.add("Heads split the width.", "各个头把宽度切开。")
+    for english, chinese in messages.items():
+        catalogue.add(english, chinese)
     with (src / "locales" / "zh_CN" / "LC_MESSAGES" / "index.po").open("wb") as handle:
         write_po(handle, catalogue)
     with docutils_namespace():
         app = Sphinx(str(src), str(src), str(src / "_build"), str(src / "_doctrees"), "html",
                      status=None, warning=None, freshenv=True, warningiserror=True)
         app.build()
+    return app
+
+
+def _translated_site(tmp_path: Path, with_editions: bool) -> str:
+    """A one-page Sphinx site in Chinese whose title starts with its number, as every
+    chapter's does; returns the built page."""
+    src = tmp_path / ("with" if with_editions else "without")
+    _build_chinese_site(
+        src, ["myst_parser", *(["editions"] if with_editions else [])],
+        {"index.md": "# 2. Multi-head attention\n\nHeads split the width.\n"},
+        {"2. Multi-head attention": "2. 多头注意力",
+         "Heads split the width.": "各个头把宽度切开。"})
     return (src / "_build" / "index.html").read_text(encoding="utf-8")
 
 
@@ -174,36 +185,16 @@ def test_table_of_contents_captions_are_translated(tmp_path):
     """sphinx-external-toc (Jupyter Book's _toc.yml) inserts the toctrees after Sphinx has
     translated the page; the editions extension translates their captions afterwards."""
     pytest.importorskip("sphinx_external_toc", reason="Jupyter Book's toc (requirements.txt)")
-    from babel.messages.catalog import Catalog
-    from babel.messages.pofile import write_po
     from sphinx import addnodes
-    from sphinx.application import Sphinx
-    from sphinx.util.docutils import docutils_namespace
 
     def build(extensions: list[str]) -> list[str]:
-        src = tmp_path / "-".join(extensions)
-        (src / "locales" / "zh_CN" / "LC_MESSAGES").mkdir(parents=True)
-        (src / "conf.py").write_text(
-            f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
-            f"extensions = {extensions!r}\nexternal_toc_path = '_toc.yml'\n"
-            "language = 'zh_CN'\nlocale_dirs = ['locales']\n"
-            f"html_search_options = {{'dict': {str(DICTIONARY)!r}}}\n", encoding="utf-8")
-        (src / "_toc.yml").write_text("format: jb-book\nroot: index\nparts:\n"
-                                      "  - caption: Foundations\n    chapters:\n"
-                                      "      - file: one\n", encoding="utf-8")
-        (src / "index.rst").write_text("Home\n====\n", encoding="utf-8")
-        (src / "one.rst").write_text("One\n===\n", encoding="utf-8")
-        catalogue = Catalog(locale="zh_CN")
-        catalogue.add("Foundations", "基础")
-        catalogue.add("Home", "首页")
-        with (src / "locales" / "zh_CN" / "LC_MESSAGES" / "index.po").open("wb") as handle:
-            write_po(handle, catalogue)
-        with docutils_namespace():
-            app = Sphinx(str(src), str(src), str(src / "_build"), str(src / "_doctrees"),
-                         "html", status=None, warning=None, freshenv=True,
-                         warningiserror=True)
-            app.build()
-            doctree = app.env.get_doctree("index")
+        app = _build_chinese_site(
+            tmp_path / "-".join(extensions), extensions,
+            {"_toc.yml": "format: jb-book\nroot: index\nparts:\n"
+                         "  - caption: Foundations\n    chapters:\n      - file: one\n",
+             "index.rst": "Home\n====\n", "one.rst": "One\n===\n"},
+            {"Foundations": "基础", "Home": "首页"}, conf="external_toc_path = '_toc.yml'\n")
+        doctree = app.env.get_doctree("index")
         return [t.get("caption") for t in doctree.findall(addnodes.toctree)]
 
     assert build(["sphinx_external_toc"]) == ["Foundations"]  # what Sphinx does alone
