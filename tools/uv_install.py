@@ -127,7 +127,10 @@ def main(argv=None) -> int:
         print(f"uv_install: {err}", file=sys.stderr)
         return UNSUPPORTED
     uv = ensure_uv(opts.tool_dir)
-    command = [str(uv), "pip", "install", "--python", str(python), *args, *rest]
+    # --compile-bytecode: the .pyc files pip writes too (without them every first import
+    # compiles, and warnings raised at compile time show up in the tests)
+    command = [str(uv), "pip", "install", "--python", str(python), "--compile-bytecode",
+               *args, *rest]
     print("uv_install:", shlex.join(command), flush=True)
     start = time.perf_counter()
     done = subprocess.run(command, env={**os.environ, **env})
