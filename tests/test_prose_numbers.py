@@ -58,10 +58,6 @@ NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")
 
 # notebook stem -> {quoted text as written: reason}. Only numbers that no run measures.
 ALLOWED: dict[str, dict[str, str]] = {
-    "05_time_series": {
-        "0.042": "3/72, the weight uniform attention gives three of 72 lags: a reference "
-                 "value worked out in the sentence itself, not a measurement",
-    },
     "06_tabular": {
         "1,500": "an example value of two columns (square feet), to show that one number "
                  "means different things in different columns; not a result",
