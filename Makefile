@@ -39,8 +39,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # INSTALLER=uv (what .ci/run uses): the same pins installed by uv, configured as pip is
-# (tools/uv_install.py; 15 s instead of pip's 193 s on the 2-core CI machine); if that
-# fails, pip installs them.
+# (tools/uv_install.py; 58 s instead of pip's 193 s for requirements.txt on the 2-core CI
+# machine); if that fails, pip installs them.
 INSTALLER ?= pip
 UV_TOOL   := $(VENV)/uv
 
