@@ -146,21 +146,13 @@ class TablePreprocessor:
 
     def onehot(self, df: pd.DataFrame) -> np.ndarray:
         """One 0/1 column per known category, float32 ``[N, n_onehot]`` (see ``onehot_names``)."""
-        return self.onehot_of_codes(self.codes(df))
-
-    def onehot_of_codes(self, codes: np.ndarray) -> np.ndarray:
-        """``onehot`` from the codes ``[N, n_categorical]`` that ``codes(df)`` returns."""
-        self._check_fitted()
-        codes = np.asarray(codes)
-        if codes.ndim != 2 or codes.shape[1] != len(self.categorical_columns):
-            raise ValueError(f"codes must have shape [N, {len(self.categorical_columns)}] (one "
-                             f"column per categorical column), got {codes.shape}")
+        codes = self.codes(df)
         blocks = []
         for j, col in enumerate(self.categorical_columns):
             k = len(self.categories_[col])
             blocks.append(codes[:, j : j + 1] == np.arange(1, k + 1)[None, :])
         if not blocks:
-            return np.zeros((len(codes), 0), dtype=np.float32)
+            return np.zeros((len(df), 0), dtype=np.float32)
         return np.concatenate(blocks, axis=1).astype(np.float32)
 
     # -- sizes and names

@@ -85,9 +85,6 @@ def test_codes_and_onehot_agree(frames):
     assert prep.onehot_names[:2] == ["town=(missing)", "town=A"]
     assert onehot[0].tolist() == [0, 0, 0, 0, 1, 0]  # Z: no town column; flat
     assert onehot[1].tolist() == [1, 0, 0, 0, 0, 0]  # missing town; hip unseen: no roof column
-    np.testing.assert_array_equal(prep.onehot_of_codes(codes), onehot)  # codes -> one-hot
-    with pytest.raises(ValueError, match="one column per categorical column"):
-        prep.onehot_of_codes(codes[:, :1])
 
 
 def test_unseen_categories_raise_no_pandas_warning(frames):
