@@ -14,12 +14,14 @@ Which precision ``choose`` picks for ``"auto"``:
 - on a **CPU** it measures. Whether bf16 pays on a CPU is a property of the machine that its
   flags do not predict: the same translator training step ran 0.70x as fast in bf16 as in
   float32 on an Intel Xeon without AMX, and 1.32-1.75x faster on an AMD EPYC with AVX-512
-  BF16. So a probe (``measure_step_times``, a few seconds) times one small Transformer
-  training step (embedding, two blocks, vocabulary head, AdamW) in float32 and under bf16
-  autocast, alternating the two, and ``decide`` takes **bf16 only if its median step is at
-  least ``BF16_MARGIN`` (1.15x) faster**, else **fp32**. The answer is cached per machine (CPU
-  model, torch version, thread count) in ``<cache>/precision_probe.json``, so the probe runs
-  once per machine; ``<cache>`` is ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``,
+  BF16. So a probe (``measure_step_times``, a few seconds) times one Transformer training
+  step (embedding, two blocks, vocabulary head, AdamW) in float32 and under bf16 autocast,
+  alternating the two, and ``decide`` takes **bf16 only if its median step is at least
+  ``BF16_MARGIN`` (1.15x) faster**, else **fp32**. The step is a small chapter model's
+  (``PROBE_STEP``) unless the notebook passes its own sizes (``probe_step``): the speed-up
+  grows with the step's size. The answer is cached per machine (CPU model, torch version,
+  thread count) and step size in ``<cache>/precision_probe.json``, so the probe runs once per
+  machine and size; ``<cache>`` is ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``,
   else ``~/.cache/course_lib`` (delete the file to measure again). Two exceptions: in the
   smoke profile (``COURSE_PROFILE=smoke``) the probe never runs (a cached answer is used,
   else fp32), and a probe whose threads had to fight other processes for the cores
@@ -62,6 +64,11 @@ CARD_NAMES = {"fp32": "float32", "bf16": "bf16 autocast", "fp16": "fp16 autocast
 BF16_MARGIN = 1.15
 PROBE_FILE = "precision_probe.json"
 PROBE_SOURCES = ("measured", "cached", "skipped", "failed", "override", "not cpu")
+# The training step the probe times unless a notebook names its own (``probe_step``): a small
+# chapter model. bf16's speed-up depends on the step's size: on an Intel Xeon with AMX the same
+# width-256, vocabulary-8000 step was 1.01x at 32 x 32 tokens and 1.49x at 96 x 32 tokens, so a
+# notebook that trains a larger model passes its own sizes.
+PROBE_STEP = {"batch": 8, "length": 32, "d_model": 128, "vocab": 2000, "layers": 2}
 
 _CURRENT: Precision | None = None
 # Measurements made by earlier runs of the course on other machines (the same translator
@@ -273,16 +280,17 @@ def _training_step(name: str, tokens, vocab: int, d_model: int, layers: int):
     return step
 
 
-def measure_step_times(rounds: int = 7, budget_s: float = 2.0, batch: int = 8, length: int = 32,
-                       d_model: int = 128, vocab: int = 2000,
-                       layers: int = 2) -> tuple[list[float], list[float]]:
+def measure_step_times(rounds: int = 7, budget_s: float = 2.0, batch: int = PROBE_STEP["batch"],
+                       length: int = PROBE_STEP["length"], d_model: int = PROBE_STEP["d_model"],
+                       vocab: int = PROBE_STEP["vocab"],
+                       layers: int = PROBE_STEP["layers"]) -> tuple[list[float], list[float]]:
     """Seconds per training step in float32 and under bf16 autocast, on the CPU.
 
     One warm-up step each (the first call allocates and picks kernels), then up to ``rounds``
     rounds of one step in each precision, the order alternating from round to round so that a
     change of load on the machine hits both alike. Rounds stop early (after at least 3) once
-    ``budget_s`` seconds are spent. The sizes are those of a small chapter model (width 128,
-    vocabulary 2000); the global random state is left as it was.
+    ``budget_s`` seconds are spent. The default sizes (``PROBE_STEP``) are those of a small
+    chapter model (width 128, vocabulary 2000); the global random state is left as it was.
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -319,6 +327,7 @@ class Probe:
     cpu: str = ""
     threads: int = 0
     busy: bool = False  # measured while other processes held the cores: not cached
+    step: str = ""  # the sizes timed, in words, when a notebook chose them (``probe_step``)
 
     def __post_init__(self):
         if self.source not in PROBE_SOURCES:
@@ -330,13 +339,17 @@ class Probe:
         return _pick(self.bf16_speedup)
 
     def card(self) -> dict:
-        return {"bf16_speedup": self.bf16_speedup, "source": self.source}
+        card = {"bf16_speedup": self.bf16_speedup, "source": self.source}
+        if self.step:
+            card["step"] = self.step
+        return card
 
     def __str__(self) -> str:
         if self.bf16_speedup is None:
             return _UNMEASURED.get(self.source, f"probe: {self.source}")
         source = "measured on a busy machine, not cached" if self.busy else self.source
-        return (f"probe: bf16 {self.bf16_speedup:.2f}x the speed of fp32 on {self.cpu}, "
+        step = f" for a step of {self.step}" if self.step else ""
+        return (f"probe: bf16 {self.bf16_speedup:.2f}x the speed of fp32{step} on {self.cpu}, "
                 f"{self.threads} thread{'s' if self.threads != 1 else ''}; {source}")
 
 
@@ -345,9 +358,43 @@ _UNMEASURED = {"skipped": "probe skipped: smoke profile, nothing cached",
                "override": "named, not probed", "not cpu": "not a CPU: no probe"}
 
 
-def probe_key(cpu: str, threads: int) -> str:
-    """The cache key of one machine: CPU model, torch version, thread count."""
-    return f"{cpu} | torch {torch.__version__} | {threads} threads"
+def probe_step(step: dict | None = None) -> dict:
+    """The probe's step sizes: ``PROBE_STEP`` with ``step``'s entries in place of its own.
+
+    ``step`` names any of ``batch``, ``length`` (tokens per sequence), ``d_model``, ``vocab``
+    and ``layers``, each a positive int; anything else raises a ``ValueError`` that lists them.
+    """
+    sizes = dict(PROBE_STEP)
+    if step is None:
+        return sizes
+    if not isinstance(step, dict):
+        raise TypeError(f"probe_step must be a dict of sizes, e.g. {{'batch': 96}}, "
+                        f"got {type(step).__name__}")
+    for name, value in step.items():
+        if name not in PROBE_STEP:
+            raise ValueError(f"probe_step: unknown size {name!r}; use {', '.join(PROBE_STEP)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"probe_step: {name} must be a positive int, got {value!r}")
+        sizes[name] = value
+    if sizes["d_model"] % 4:
+        raise ValueError(f"probe_step: d_model must be a multiple of 4 (the probe model has 4 "
+                         f"heads), got {sizes['d_model']}")
+    return sizes
+
+
+def describe_step(step: dict | None = None) -> str:
+    """``'batch 8 x 32 tokens, d_model 128, vocabulary 2000, 2 layers'``: a probe step, in words."""
+    s = probe_step(step)
+    return (f"batch {s['batch']} x {s['length']} tokens, d_model {s['d_model']}, "
+            f"vocabulary {s['vocab']}, {s['layers']} layers")
+
+
+def probe_key(cpu: str, threads: int, step: dict | None = None) -> str:
+    """The cache key of one machine: CPU model, torch version, thread count; and the step's
+    sizes when they are not the default ``PROBE_STEP`` (bf16 may pay at one size, not another)."""
+    key = f"{cpu} | torch {torch.__version__} | {threads} threads"
+    sizes = probe_step(step)
+    return key if sizes == PROBE_STEP else f"{key} | {describe_step(sizes)}"
 
 
 def probe_cache_path() -> Path:
@@ -399,36 +446,41 @@ def machine_busy(threads: int) -> bool:
     return load + threads > (os.cpu_count() or 1) + 0.5
 
 
-def cpu_probe(refresh: bool = False) -> Probe:
+def cpu_probe(refresh: bool = False, step: dict | None = None) -> Probe:
     """bf16's speed on this CPU: from the cache, else measured now (and cached).
+
+    ``step``: the sizes of the training step to time (see ``probe_step``; default
+    ``PROBE_STEP``). Each set of sizes has its own cache entry.
 
     ``refresh=True`` measures again. In the smoke profile nothing is measured: a cached
     answer is used, else ``Probe("skipped")`` (fp32). A few seconds saved on every smoke run,
     and no timing taken under the test suite's load is cached for the full runs. Nor is one
     taken while the machine is busy (``machine_busy``): the next quiet run measures again.
     """
-    cpu, threads = cpu_model(), torch.get_num_threads()
-    key, path = probe_key(cpu, threads), probe_cache_path()
+    cpu, threads, sizes = cpu_model(), torch.get_num_threads(), probe_step(step)
+    key, path = probe_key(cpu, threads, sizes), probe_cache_path()
+    named = "" if sizes == PROBE_STEP else describe_step(sizes)  # recorded only when chosen
     entries = _read_cache(path)
     cached = _cached_speedup(entries.get(key))
     if cached is not None and not refresh:
-        return Probe("cached", cached, cpu, threads)
+        return Probe("cached", cached, cpu, threads, step=named)
     if os.environ.get("COURSE_PROFILE", "").strip().lower() == "smoke":
-        return Probe("skipped", None, cpu, threads)
+        return Probe("skipped", None, cpu, threads, step=named)
     busy = machine_busy(threads)
     try:
-        fp32, bf16 = measure_step_times()
+        fp32, bf16 = measure_step_times(**(sizes if named else {}))  # {}: its defaults
     except RuntimeError:  # an operation without a bf16 kernel on this CPU: stay in float32
-        return Probe("failed", None, cpu, threads)
+        return Probe("failed", None, cpu, threads, step=named)
     _, speedup = decide(fp32, bf16)
     entries[key] = {"cpu": cpu, "torch": torch.__version__, "threads": threads,
+                    "step": describe_step(sizes),
                     "bf16_speedup": speedup, "rounds": len(fp32),
                     "fp32_step_ms": round(1000 * median_iqr(fp32).median, 2),
                     "bf16_step_ms": round(1000 * median_iqr(bf16).median, 2),
                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if not busy:
         _write_cache(path, entries)
-    return Probe("measured", speedup, cpu, threads, busy)
+    return Probe("measured", speedup, cpu, threads, busy, step=named)
 
 
 def _auto_not_cpu(device_type: str) -> str:
@@ -505,10 +557,12 @@ def _check_name(name, allow_auto: bool = True) -> str:
     return key
 
 
-def choose(device, name: str | None = None) -> Precision:
+def choose(device, name: str | None = None, probe_step: dict | None = None) -> Precision:
     """The precision to train with on ``device``: ``name``, else ``$COURSE_PRECISION``, else auto.
 
     ``auto`` on a CPU runs (or reads from the cache) the bf16 probe; see the module docstring.
+    ``probe_step`` gives the sizes of the step it times (the notebook's own model and batch,
+    see ``probe_step()``); the default is a small chapter model.
     Asking for ``fp16`` or ``bf16`` on a device that cannot do it raises a ``ValueError``
     that says what to use instead.
     """
@@ -519,7 +573,7 @@ def choose(device, name: str | None = None) -> Precision:
     if key != "auto":
         probe = Probe("override", cpu=cpu_model(), threads=torch.get_num_threads())
     elif device_type == "cpu":
-        probe = cpu_probe()
+        probe = cpu_probe(step=probe_step)
         key = probe.choice
     else:
         probe = Probe("not cpu", cpu=cpu_model(), threads=torch.get_num_threads())

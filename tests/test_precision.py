@@ -645,3 +645,68 @@ def test_decide_and_the_probe_cache_use_the_median(monkeypatch, tmp_path):
     assert probe.source == "measured" and probe.bf16_speedup == 0.128
     entry = next(iter(json.loads(precision.probe_cache_path().read_text())["probes"].values()))
     assert (entry["fp32_step_ms"], entry["bf16_step_ms"]) == (55.0, 430.0)
+
+
+# --------------------------------------------------------------------------- the probe's step
+def test_probe_step_fills_in_the_default_sizes():
+    assert precision.probe_step() == precision.PROBE_STEP
+    sizes = precision.probe_step({"batch": 96, "d_model": 256})
+    assert sizes == {**precision.PROBE_STEP, "batch": 96, "d_model": 256}
+    assert precision.PROBE_STEP["batch"] == 8  # the default is not modified
+    assert precision.describe_step(sizes) == (
+        "batch 96 x 32 tokens, d_model 256, vocabulary 2000, 2 layers")
+
+
+@pytest.mark.parametrize("step, message", [
+    ({"batch_size": 96}, "unknown size 'batch_size'; use batch, length, d_model"),
+    ({"batch": 0}, "batch must be a positive int"),
+    ({"vocab": 80.0}, "vocab must be a positive int"),
+    ({"layers": True}, "layers must be a positive int"),
+    ({"d_model": 130}, "multiple of 4"),
+])
+def test_probe_step_rejects_bad_sizes(step, message):
+    with pytest.raises(ValueError, match=message):
+        precision.probe_step(step)
+
+
+def test_probe_step_must_be_a_dict():
+    with pytest.raises(TypeError, match="dict of sizes"):
+        precision.probe_step([("batch", 96)])
+
+
+def test_a_named_step_is_timed_and_cached_apart_from_the_default(probe, monkeypatch):
+    seen = []
+    fake = precision.measure_step_times
+
+    def recording(**sizes):
+        seen.append(sizes)
+        return fake(**sizes)
+
+    monkeypatch.setattr(precision, "measure_step_times", recording)
+    monkeypatch.setattr(precision, "cpu_model", lambda: "Test CPU")
+    torch.set_num_threads(2)
+    big = {"batch": 96, "d_model": 256, "vocab": 8000}
+    probe.speedup = 1.5
+    first = precision.cpu_probe(step=big)
+    assert seen[-1] == precision.probe_step(big)  # the notebook's sizes were timed
+    assert (first.source, first.choice) == ("measured", "bf16")
+    assert first.step == "batch 96 x 32 tokens, d_model 256, vocabulary 8000, 2 layers"
+    assert first.card()["step"] == first.step and "for a step of batch 96" in str(first)
+    probe.speedup = 0.9
+    small = precision.cpu_probe()  # the default step: its own entry, measured
+    assert (small.source, small.choice, small.step) == ("measured", "fp32", "")
+    assert "step" not in small.card() and precision.probe_step(seen[-1]) == precision.PROBE_STEP
+    again = precision.cpu_probe(step=big)
+    assert (again.source, again.bf16_speedup, again.step) == ("cached", 1.5, first.step)
+    entries = json.loads(precision.probe_cache_path().read_text())["probes"]
+    assert len(entries) == 2
+    assert entries[precision.probe_key("Test CPU", 2, big)]["step"] == first.step
+
+
+def test_setup_passes_the_probe_step_on(probe, monkeypatch, capsys):
+    monkeypatch.setattr(precision, "cpu_model", lambda: "Test CPU")
+    probe.speedup = 1.5
+    runtime.setup(seed=0, precision="auto", probe_step={"batch": 96})
+    assert precision.current().name == "bf16"
+    assert precision.current().probe.step.startswith("batch 96 x 32 tokens")
+    assert "for a step of batch 96" in capsys.readouterr().out
