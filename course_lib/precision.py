@@ -468,7 +468,7 @@ def cpu_probe(refresh: bool = False, step: dict | None = None) -> Probe:
         return Probe("skipped", None, cpu, threads, step=named)
     busy = machine_busy(threads)
     try:
-        fp32, bf16 = measure_step_times(**(sizes if named else {}))  # {}: its defaults
+        fp32, bf16 = measure_step_times(**sizes)
     except RuntimeError:  # an operation without a bf16 kernel on this CPU: stay in float32
         return Probe("failed", None, cpu, threads, step=named)
     _, speedup = decide(fp32, bf16)

@@ -640,7 +640,7 @@ def test_decide_and_the_probe_cache_use_the_median(monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("COURSE_PROFILE", raising=False)
     monkeypatch.setattr(precision, "machine_busy", lambda threads: False)
-    monkeypatch.setattr(precision, "measure_step_times", lambda: (fp32, bf16))
+    monkeypatch.setattr(precision, "measure_step_times", lambda **sizes: (fp32, bf16))
     probe = precision.cpu_probe(refresh=True)
     assert probe.source == "measured" and probe.bf16_speedup == 0.128
     entry = next(iter(json.loads(precision.probe_cache_path().read_text())["probes"].values()))
@@ -695,7 +695,7 @@ def test_a_named_step_is_timed_and_cached_apart_from_the_default(probe, monkeypa
     probe.speedup = 0.9
     small = precision.cpu_probe()  # the default step: its own entry, measured
     assert (small.source, small.choice, small.step) == ("measured", "fp32", "")
-    assert "step" not in small.card() and precision.probe_step(seen[-1]) == precision.PROBE_STEP
+    assert "step" not in small.card() and seen[-1] == precision.PROBE_STEP
     again = precision.cpu_probe(step=big)
     assert (again.source, again.bf16_speedup, again.step) == ("cached", 1.5, first.step)
     entries = json.loads(precision.probe_cache_path().read_text())["probes"]
