@@ -158,8 +158,8 @@ def test_catalogues_match_the_sources(templates):
     stale = [r for r in compare(templates, CATALOGUES) if r.stale]
     assert not stale, (
         f"{len(stale)} catalogue(s) in locales/{LANGUAGE}/LC_MESSAGES/ do not match the English "
-        "sources. Run `make po` (gettext build, then tools/update_translations.py), translate the new "
-        "messages, delete the obsolete (#~) ones:\n" + summary(stale))
+        "sources. Run `make po` (gettext build, then tools/update_translations.py), translate "
+        "the new messages, delete the obsolete (#~) ones:\n" + summary(stale))
 
 
 def test_catalogues_are_fully_translated(templates):
