@@ -63,7 +63,8 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
           lr: float, warmup_steps: int = 100, weight_decay: float = 0.1, clip: float = 1.0,
           checkpoints: Iterable[int] = (), evaluate: Callable[[nn.Module], dict] | None = None,
           seed: int = 0, device="cpu", desc: str = "train", precision=None,
-          pairs: Callable[[torch.Tensor], tuple] | None = None) -> pd.DataFrame:
+          pairs: Callable[[torch.Tensor], tuple] | None = None,
+          schedule: Callable[[int], float] | None = None) -> pd.DataFrame:
     """AdamW on random windows of ``stream``; one history row per checkpoint (and the end).
 
     Columns: ``step``, ``tokens`` (targets seen), ``seconds`` (training time, evaluation
@@ -71,6 +72,8 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     returns (called in eval mode, under ``torch.no_grad``). ``pairs(batch)`` turns rows
     [B, window + 1] into (inputs, targets); the default is the shift by one,
     ``(batch[:, :-1], batch[:, 1:])`` (chapter 7's bug zoo passes a wrong one).
+    ``schedule(step)`` is the ``LambdaLR`` factor of the rate (step from 0); the default is
+    ``constant_after_warmup(warmup_steps)``, e.g. ``gpt.warmup_cosine(warmup, steps)`` decays it.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
@@ -78,7 +81,10 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     prec = _precision.current() if precision is None else precision
     model.to(device)
     optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, constant_after_warmup(warmup_steps))
+    factor = constant_after_warmup(warmup_steps) if schedule is None else schedule
+    if not callable(factor):
+        raise TypeError(f"schedule must be a function of the step, got {type(factor).__name__}")
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     generator = torch.Generator().manual_seed(seed)
     rows, losses, seconds = [], [], 0.0
     bar = progress(range(1, steps + 1), desc=desc, unit="step")

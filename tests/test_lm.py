@@ -216,3 +216,25 @@ def test_plain_state_dict_loads_into_a_plain_model():
     keys = set(gpt.plain_state_dict(model.state_dict()))
     assert "blocks.0.norm1.weight" in keys and "position.weight" in keys
     assert not any("attn_sub" in k or "net.3" in k for k in keys)
+
+
+def test_train_follows_the_schedule_it_is_given():
+    """``schedule`` is the LambdaLR factor: a rate of 0 from the first step changes nothing."""
+    torch.manual_seed(0)
+    model = _tiny()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    lm.train(model, torch.arange(500) % 20, 5, batch_size=2, window=4, lr=1e-2,
+             weight_decay=0.0, schedule=lambda step: 0.0)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    torch.manual_seed(0)
+    moved = _tiny()  # the same initial weights as `before`
+    assert all(torch.equal(before[k], v) for k, v in moved.state_dict().items())
+    lm.train(moved, torch.arange(500) % 20, 5, batch_size=2, window=4, lr=1e-2,
+             schedule=gpt.warmup_cosine(1, 5))
+    assert any(not torch.equal(before[k], v) for k, v in moved.state_dict().items())
+
+
+def test_train_rejects_a_schedule_that_is_not_a_function():
+    with pytest.raises(TypeError, match="schedule must be a function"):
+        lm.train(_tiny(), torch.arange(100) % 20, 2, batch_size=2, window=4, lr=1e-3,
+                 schedule=0.5)
