@@ -132,7 +132,7 @@ def target_nll(model: nn.Module, sequences: Sequence[Sequence[int]], window: int
         keep = scored[start:start + batch_size].to(device)
         logits = model(chunk[:, :-1]).float()  # [b, W, V]
         nll = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")
-        out.append(nll[keep].double().cpu())  # row by row, position by position
+        out.append(nll[keep].cpu().double())  # row by row; float64 on the CPU (MPS has none)
     return torch.cat(out).numpy() if out else np.empty(0)
 
 
