@@ -7,6 +7,9 @@
 #                 the Chinese catalogues locales/zh_CN/LC_MESSAGES/*.po (then translate them)
 #   make test     unit tests + every notebook in the smoke profile (sets up .venv first)
 #   make test-minimum  the unit tests and chapters 1, 6, 9 at the oldest supported versions
+#   make test-gpu on a CUDA GPU: the unit tests that take a device, then every notebook at
+#                 smoke size with COURSE_DEVICE=cuda, stopping at the first error
+#                 (tools/test_gpu.py); without a GPU it says so and passes
 #   make lab      JupyterLab on the notebooks (LAB=student: on the student edition)
 #   make full     re-execute every notebook in the full profile, in place (NB=... for one)
 #   make smoke    run notebooks in the smoke profile into a temp folder (NB=... for one)
@@ -30,7 +33,8 @@ WORKERS ?= 2
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: book book-en book-zh gettext po test test-minimum lab full smoke student assignments \
+.PHONY: book book-en book-zh gettext po test test-minimum test-gpu lab full smoke student \
+        assignments \
         lint clean distclean install
 
 install: $(STAMP)
@@ -108,6 +112,11 @@ test: $(STAMP)
 	rc=$$?; rm -rf $$results; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: nothing to fail"; rc=0; fi; \
 	exit $$rc
+
+# What a Colab student on a GPU runtime runs into, on any machine with a CUDA GPU; CI has
+# none, so there it only prints that nothing was tested. About 7 minutes on one H200.
+test-gpu: $(STAMP)
+	$(PY) tools/test_gpu.py
 
 # The oldest versions pyproject.toml allows (requirements-minimum.txt pins them) in a second
 # virtual environment, inside .venv/ so that git, ruff, pytest and the book's build already

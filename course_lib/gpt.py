@@ -25,6 +25,7 @@ from torch import nn
 from .blocks import EncoderBlock
 from .masks import causal_mask
 from .positional import LearnedPositionalEmbedding
+from .runtime import check_device
 
 
 @dataclass
@@ -88,6 +89,7 @@ class GPT(nn.Module):
             raise ValueError(f"tokens must be a LongTensor [B, L], got {got}")
         if tokens.is_floating_point():
             raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+        check_device(self, "GPT", tokens=tokens)
         if tokens.numel():
             low, high = int(tokens.min()), int(tokens.max())
             if low < 0 or high >= self.config.vocab_size:

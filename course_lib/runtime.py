@@ -114,6 +114,38 @@ def get_device(name: str | None = None) -> torch.device:
     return torch.device(key)
 
 
+class DeviceMismatchError(ValueError):
+    """An input tensor is on another device than the model it is given to."""
+
+
+def model_device(model: torch.nn.Module) -> torch.device | None:
+    """The device of ``model``'s first parameter (or buffer); None for a model with neither."""
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return None
+
+
+def check_device(model: torch.nn.Module, where: str, **inputs) -> None:
+    """Raise ``DeviceMismatchError`` when an input tensor is not on ``model``'s device.
+
+    ``check_device(model, "GPT", tokens=tokens)`` names the model, the input and both devices
+    and says how to fix it, before PyTorch's own message (``Expected all tensors to be on the
+    same device``). Inputs that are None or not tensors are skipped.
+    """
+    expected = model_device(model)
+    if expected is None:
+        return
+    for name, tensor in inputs.items():
+        if isinstance(tensor, torch.Tensor) and tensor.device != expected:
+            raise DeviceMismatchError(
+                f"{where}: {name} is on {tensor.device} but the model is on {expected}. "
+                f"Move the input to the model's device, `{name} = {name}.to(device)` "
+                f"(device = next(model.parameters()).device), or the model to the input's, "
+                f"`model.to('{tensor.device}')`.")
+
+
 # --------------------------------------------------------------------------- threads
 def choose_threads() -> int:
     """How many CPU threads PyTorch should use.

@@ -17,6 +17,7 @@ from .attention import fused_attention
 from .blocks import DecoderBlock
 from .masks import causal_mask, padding_mask
 from .positional import sinusoidal_encoding
+from .runtime import check_device
 
 
 def _positive_int(name: str, value) -> None:
@@ -55,6 +56,7 @@ def check_tokens(model, name: str, tokens) -> None:
         raise ValueError(f"{name} must have shape [B, L] with L >= 1, got {tuple(tokens.shape)}")
     if tokens.is_floating_point() or tokens.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+    check_device(model, type(model).__name__, **{name: tokens})
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= model.vocab_size):
         raise ValueError(
             f"{name} holds ids outside [0, vocab_size={model.vocab_size}): "
@@ -64,6 +66,7 @@ def check_tokens(model, name: str, tokens) -> None:
 
 def check_decode_inputs(model, tgt, memory) -> None:
     check_tokens(model, "tgt", tgt)
+    check_device(model, type(model).__name__, memory=memory)
     if memory.dim() != 3 or memory.shape[-1] != model.d_model:
         raise ValueError(
             f"memory must have shape [B, Ls, {model.d_model}], got {tuple(memory.shape)}"

@@ -298,6 +298,7 @@ class TabularTransformer(nn.Module):
         self.head = nn.Linear(d_model, 1)
 
     def forward(self, x_num, x_cat=None, need_weights: bool = False):
+        runtime.check_device(self, "TabularTransformer", x_num=x_num, x_cat=x_cat)
         tokens = self.tokenizer(x_num, x_cat)  # [B, F, d]
         cls = self.cls_token.expand(tokens.shape[0], -1, -1)  # [B, 1, d]
         x = torch.cat([cls, tokens], dim=1)  # [B, F+1, d]
@@ -325,6 +326,7 @@ class MLPRegressor(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x):
+        runtime.check_device(self, "MLPRegressor", x=x)
         return self.net(x).squeeze(-1)
 
 

@@ -288,6 +288,7 @@ class LearnedPETransformer(nn.Module):
         self.head = nn.Linear(d_model, 1)
 
     def forward(self, x):  # x [B, L, F]
+        runtime.check_device(self, type(self).__name__, x=x)
         z = self.encoder(self.pos(self.proj(x)))  # [B, L, d_model]
         change = self.head(self.norm(z[:, -1])).squeeze(-1)  # [B]
         return x[:, -1, self.temp_index] + change  # hour L's temperature + change
@@ -321,6 +322,7 @@ class ALiBiTransformer(nn.Module):
         self.head = nn.Linear(d_model, 1)
 
     def forward(self, x, need_weights=False):  # x [B, L, F], any L
+        runtime.check_device(self, type(self).__name__, x=x)
         bias = positional.alibi_bias(self.num_heads, x.shape[1])  # [h, L, L]
         z, weights = self.proj(x), []  # z [B, L, d_model]: no position added
         for block in self.blocks:  # w: [B, h, L, L], or None
@@ -347,6 +349,7 @@ class LSTMForecaster(nn.Module):
         self.head = nn.Linear(hidden, 1)
 
     def forward(self, x):  # x [B, L, F]
+        runtime.check_device(self, type(self).__name__, x=x)
         out, _ = self.lstm(x)  # [B, L, hidden]
         change = self.head(self.drop(out[:, -1])).squeeze(-1)  # [B]
         return x[:, -1, self.temp_index] + change
