@@ -1,6 +1,6 @@
 """Pretrain chapter 7's GPT on the IMDB training reviews, once, and ship the weights.
 
-    python scripts/pretrain_gpt.py                    # full: search, then the run (~75 min, 2 CPUs)
+    python scripts/pretrain_gpt.py                    # full: search, then the run (~90 min, 2 CPUs)
     python scripts/pretrain_gpt.py --stage search     # only the search table
     python scripts/pretrain_gpt.py --stage train      # only the run, with the committed winner
     python scripts/pretrain_gpt.py --profile smoke --out /tmp/pretrain   # seconds
@@ -56,7 +56,7 @@ SIZES = {
                  test_reviews=1000, stride=64,
                  sizes={"d128 x 4": (128, 4), "d192 x 4": (192, 4)},
                  lr_grid=(1e-3, 2e-3, 4e-3),
-                 search_tokens=1_200_000,  # per configuration, for the smallest size
+                 search_tokens=3_000_000,  # per configuration, for the smallest size
                  run_tokens=28_000_000, checkpoints=16, warmup_fraction=0.02),
     "gpu": dict(vocab_size=4096, context=256, batch_size=64, val_reviews=500,
                 test_reviews=1000, stride=128,
