@@ -63,7 +63,7 @@ SIZES = {
                 sizes={"d256 x 6": (256, 6), "d384 x 6": (384, 6)},
                 lr_grid=(5e-4, 1e-3, 2e-3),
                 search_tokens=8_000_000,
-                run_tokens=120_000_000, checkpoints=16, warmup_fraction=0.02),
+                run_tokens=64_000_000, checkpoints=16, warmup_fraction=0.02),
     "smoke": dict(vocab_size=300, context=32, batch_size=4, val_reviews=8, test_reviews=8,
                   stride=16, sizes={"d16 x 1": (16, 1), "d32 x 1": (32, 1)},
                   lr_grid=(1e-3, 4e-3, 1.6e-2), search_tokens=2_000, run_tokens=4_000,
