@@ -1,4 +1,5 @@
-"""Attention, written out: scaled dot-product, one head, many heads, and additive.
+"""Attention, written out: scaled dot-product, one head, many heads, and additive; and the
+key-value cache that decoding keeps for multi-head attention (``KVCache``).
 
 Conventions used everywhere in the course:
 
@@ -144,7 +145,8 @@ class MultiHeadAttention(nn.Module):
     ``mask`` (bool, True = may attend) may be [Lq, Lk], [B, Lq, Lk] or [B, 1|h, Lq|1, Lk];
     ``bias`` (float) may be [h, Lq, Lk] (ALiBi) or anything broadcastable to [B, h, Lq, Lk].
     With ``need_weights=False`` PyTorch's fused kernel computes the same output faster and
-    ``weights`` is None.
+    ``weights`` is None. ``cache`` (a ``KVCache``, for decoding) keeps the keys and values of
+    earlier calls; then ``mask`` is [Lq, L_cached + Lk].
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -177,7 +179,11 @@ class MultiHeadAttention(nn.Module):
         B, h, L, d_k = x.shape
         return x.transpose(1, 2).contiguous().view(B, L, h * d_k)
 
-    def _check_inputs(self, query, key, value):
+    def _check_inputs(self, query, key, value, cache=None):
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(
+                f"cache must be an attention.KVCache (one per layer), got {type(cache).__name__}"
+            )
         for name, t in (("query", query), ("key", key), ("value", value)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -195,11 +201,17 @@ class MultiHeadAttention(nn.Module):
         if not (query.shape[0] == key.shape[0] == value.shape[0]):
             raise ValueError("query, key and value must have the same batch size")
 
-    def forward(self, query, key, value, mask=None, bias=None, need_weights: bool = True):
-        self._check_inputs(query, key, value)
+    def forward(self, query, key, value, mask=None, bias=None, need_weights: bool = True,
+                cache: KVCache | None = None):
+        self._check_inputs(query, key, value, cache)
         q = self.split_heads(self.q_proj(query))  # [B, h, Lq, d_k]
-        k = self.split_heads(self.k_proj(key))  # [B, h, Lk, d_k]
-        v = self.split_heads(self.v_proj(value))  # [B, h, Lk, d_k]
+        if cache is not None and cache.holds_memory:  # cross-attention: projected once
+            k, v = cache.keys, cache.values  # [B, h, Lk, d_k] each
+        else:
+            k = self.split_heads(self.k_proj(key))  # [B, h, Lk, d_k]
+            v = self.split_heads(self.v_proj(value))  # [B, h, Lk, d_k]
+            if cache is not None:  # decoding: the earlier positions' keys and values first
+                k, v = cache.update(k, v)  # [B, h, L_cached + Lk, d_k]
         if mask is not None and isinstance(mask, torch.Tensor) and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # [B, Lq, Lk] -> [B, 1, Lq, Lk]: same mask for every head
         p = self.dropout if self.training else 0.0
@@ -210,24 +222,6 @@ class MultiHeadAttention(nn.Module):
         else:
             context, weights = fused_attention(q, k, v, mask=mask, bias=bias, dropout_p=p), None
         return self.out_proj(self.merge_heads(context)), weights
-
-    def forward_cached(self, x, past_kv=None, mask=None):
-        """Self-attention of new positions over the cached ones: one decoding step.
-
-        x: [B, n, d_model], the new positions; past_kv: None or ``(keys, values)``, each
-        [B, h, L_past, d_k], from the previous call; mask: True = may attend, broadcastable
-        to [B, h, n, L_past + n] (None: every new position sees everything).
-        Returns ``(out [B, n, d_model], (keys, values) [B, h, L_past + n, d_k])``: the new
-        keys and values are appended, so the next call reuses them (a KV cache). No dropout
-        on the weights: this is for decoding.
-        """
-        q = self.split_heads(self.q_proj(x))  # [B, h, n, d_k]
-        k = self.split_heads(self.k_proj(x))
-        v = self.split_heads(self.v_proj(x))
-        if past_kv is not None:
-            k = torch.cat([past_kv[0], k], dim=2)  # [B, h, L_past + n, d_k]
-            v = torch.cat([past_kv[1], v], dim=2)
-        return self.out_proj(self.merge_heads(fused_attention(q, k, v, mask=mask))), (k, v)
 
     @torch.no_grad()
     def load_from_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
@@ -263,6 +257,59 @@ class MultiHeadAttention(nn.Module):
         return self
 
 
+# --------------------------------------------------------------------------- KV cache
+class KVCache:
+    """The keys and values one attention layer has computed, kept for the next decoding step.
+
+    Pass one per layer as ``MultiHeadAttention(..., cache=c)``. In self-attention every call
+    appends the new positions' keys and values (the new positions come right after the
+    cached ones) and the queries attend over all of them. ``KVCache(fixed=True)`` is for
+    cross-attention to an encoder's memory: the first call fills it, later calls read it
+    without projecting the memory again. ``keys``, ``values``: [B, h, L, d_k] each, None
+    until the first call; ``len(cache)`` is L.
+    """
+
+    def __init__(self, fixed: bool = False):
+        self.fixed = fixed
+        self.keys = self.values = None
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def holds_memory(self) -> bool:
+        """A fixed cache, filled: read it, do not project the memory again."""
+        return self.fixed and self.keys is not None
+
+    def update(self, k, v):
+        """Append k, v [B, h, n, d_k]; return all the keys and values, [B, h, L + n, d_k]."""
+        if self.keys is not None:
+            _check_cache_fits(self.keys, k)
+            k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+        self.keys, self.values = k, v
+        return k, v
+
+    def reorder(self, index) -> None:
+        """Keep the rows ``index`` [N] (beam search's surviving beams)."""
+        if self.keys is not None:
+            self.keys, self.values = self.keys[index], self.values[index]
+
+    def bytes(self) -> int:
+        """Memory held: keys and values."""
+        return 0 if self.keys is None else 2 * self.keys.numel() * self.keys.element_size()
+
+
+def _check_cache_fits(cached, new) -> None:
+    same_rows_heads_width = (cached.shape[:2], cached.shape[3]) == (new.shape[:2], new.shape[3])
+    if not same_rows_heads_width or cached.dtype != new.dtype:
+        raise ValueError(
+            f"this KVCache holds keys {tuple(cached.shape)} ({cached.dtype}) [B, h, L, d_k] but "
+            f"the new keys are {tuple(new.shape)} ({new.dtype}): use one cache per layer and "
+            f"sequence batch, and a new cache (or its reorder) when the batch changes"
+        )
+
+
+# --------------------------------------------------------------------------- fused kernel
 def fused_attention(q, k, v, mask=None, bias=None, dropout_p: float = 0.0):
     """The same result as ``scaled_dot_product_attention(...)[0]`` through PyTorch's fused kernel.
 
@@ -287,6 +334,35 @@ def fused_attention(q, k, v, mask=None, bias=None, dropout_p: float = 0.0):
         empty = ~mask.any(dim=-1, keepdim=True)  # [..., Lq, 1] rows with nothing to attend to
         out = out.masked_fill(empty, 0.0)
     return out
+
+
+def which_sdpa_kernel(q, k, v, **kwargs) -> str:
+    """The kernel that ``F.scaled_dot_product_attention(q, k, v, **kwargs)`` runs, by name.
+
+    ``F.scaled_dot_product_attention`` is one function with several kernels behind it, and
+    it picks one from its inputs. This runs the call once under ``torch.profiler`` and
+    returns the name of the kernel operator it dispatched to, for example
+    ``aten::_scaled_dot_product_flash_attention_for_cpu`` (the fused CPU kernel) or
+    ``aten::_scaled_dot_product_attention_math`` (the reference path: a matrix product, a
+    softmax, a matrix product). In torch 2.13 on a CPU, 3-D inputs ``[B, L, d]`` take the
+    math path and 4-D inputs ``[B, h, L, d]`` the fused kernel. ``kwargs`` go to the call
+    (``attn_mask``, ``is_causal``, ...); a ``torch.nn.attention.sdpa_kernel`` context
+    around this function applies to the call.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    from .cost import _quiet_stderr  # the profiler writes start/stop notes to stderr
+
+    _check_qkv(q, k, v)
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        F.scaled_dot_product_attention(q, k, v, **kwargs)
+    kernels = [e for e in prof.events() if e.name.startswith("aten::_scaled_dot_product_")]
+    if not kernels:
+        raise RuntimeError(
+            "the profiler saw no aten::_scaled_dot_product_* operator in the call; operators "
+            f"it saw: {sorted({e.name for e in prof.events()})}"
+        )
+    return min(kernels, key=lambda e: e.time_range.start).name  # the outermost one
 
 
 # --------------------------------------------------------------------------- additive

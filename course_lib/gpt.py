@@ -6,9 +6,10 @@
     step_fn = model.step_fn()                # for course_lib.decoding (no cache)
     step_fn = CachedStepFn(model)            # the same logits, reusing past keys and values
 
-The model: token embedding + learned positions -> ``num_layers`` Pre-Norm
-``blocks.EncoderBlock`` with a causal mask -> final LayerNorm -> a linear head onto the
-vocabulary, whose weight is the token embedding's (tied) unless ``tie_weights=False``.
+The model: token embedding + learned positions -> ``num_layers`` Pre-Norm ``blocks.Block``
+with a causal mask -> final LayerNorm -> a linear head onto the vocabulary, whose weight is
+the token embedding's (tied) unless ``tie_weights=False``. Its submodules have the names of
+chapter 7's on-page ``GPT``, so either loads the other's state dict.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .blocks import EncoderBlock
+from .attention import KVCache
+from .blocks import Block
 from .masks import causal_mask
-from .positional import LearnedPositionalEmbedding
+from .positional import SequenceTooLongError
 from .runtime import check_device
 
 
@@ -66,10 +68,10 @@ class GPT(nn.Module):
             raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
         c = self.config = config
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
-        self.position = LearnedPositionalEmbedding(c.max_len, c.d_model, dropout=c.dropout)
+        self.position = nn.Embedding(c.max_len, c.d_model)  # learned: one vector per position
+        self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm_first=True,
-                         activation=c.activation)
+            Block(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, activation=c.activation)
             for _ in range(c.num_layers)
         )
         self.final_norm = nn.LayerNorm(c.d_model)
@@ -99,18 +101,27 @@ class GPT(nn.Module):
                     f"tokens (ids 0..{self.config.vocab_size - 1}): encode text with the "
                     "vocabulary the model was built with")
 
+    def _check_length(self, length: int):
+        if length > self.config.max_len:
+            raise SequenceTooLongError(
+                f"sequence length {length} exceeds max_len={self.config.max_len} of this GPT: "
+                f"its learned positions stop at {self.config.max_len - 1}. Feed at most the "
+                f"last max_len tokens (step_fn slides that window), or build a larger model."
+            )
+
     def embed(self, tokens, offset: int = 0):
-        """tokens [B, L] -> token + position vectors [B, L, d_model] (positions from ``offset``)."""
-        return self.position(self.token_embedding(tokens), offset=offset)
+        """tokens [B, L] -> token + position vectors [B, L, d_model], positions from ``offset``."""
+        self._check_length(offset + tokens.shape[1])
+        pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # [L]
+        return self.dropout(self.token_embedding(tokens) + self.position(pos))  # [B, L, d]
 
     def forward(self, tokens):
         """tokens [B, L] -> logits [B, L, V]; position i sees tokens 0..i only."""
         self._check_tokens(tokens)
-        x = self.embed(tokens)  # [B, L, d]; raises SequenceTooLongError past max_len
+        x = self.embed(tokens)  # [B, L, d]
         L = tokens.shape[1]
-        mask = self.mask[:L, :L]
         for block in self.blocks:
-            x, _ = block(x, mask=mask, need_weights=False)
+            x, _ = block(x, mask=self.mask[:L, :L], need_weights=False)
         return self.head(self.final_norm(x))  # [B, L, V]
 
     @torch.no_grad()
@@ -149,47 +160,23 @@ class GPT(nn.Module):
         return step
 
     # ------------------------------------------------------------------ KV cache
-    def forward_cached(self, tokens, cache: list | None = None):
-        """Run only the new ``tokens`` [B, L_new], reusing the keys and values in ``cache``.
+    def forward_cached(self, tokens, cache: list[KVCache] | None = None):
+        """Run only the new ``tokens`` [B, L], after the positions whose keys and values
+        ``cache`` holds.
 
-        ``cache`` is None (nothing seen yet) or the list returned by the previous call: one
-        ``(keys, values)`` pair of [B, h, L_past, d_k] per block. Returns
-        ``(logits [B, L_new, V], cache)`` with the new keys and values appended. Same logits
-        as ``forward`` on the whole sequence; only the new positions are computed.
+        ``cache`` is None (nothing seen yet) or the list the previous call returned: one
+        ``attention.KVCache`` per block, which the blocks extend with the new keys and values.
+        Returns ``(logits [B, L, V], cache)``: the logits ``forward`` gives these positions on
+        the whole sequence, computing only the new ones.
         """
         self._check_tokens(tokens)
-        past = 0 if cache is None else cache[0][0].shape[2]
-        x = self.embed(tokens, offset=past)  # positions past .. past + L_new - 1
-        new_cache = []
-        for i, block in enumerate(self.blocks):
-            x, kv = _block_step(block, x, None if cache is None else cache[i])
-            new_cache.append(kv)
-        return self.head(self.final_norm(x)), new_cache
-
-
-def _block_step(block: EncoderBlock, x, past_kv):
-    """One ``EncoderBlock`` on new positions x [B, L_new, d], given past keys/values.
-
-    The block's own sublayers do the LayerNorm and residual wiring; only the attention
-    changes: ``forward_cached`` attends over the cached keys and values plus the new ones.
-    """
-    L_new = x.shape[1]
-    L_all = L_new + (0 if past_kv is None else past_kv[0].shape[2])
-    # new query i sits at position L_all - L_new + i and may see keys 0 .. that position
-    mask = None
-    if L_new > 1:
-        mask = torch.ones(L_new, L_all, dtype=torch.bool, device=x.device).tril(L_all - L_new)
-    new_kv = None
-
-    def self_attn(h):
-        nonlocal new_kv
-        y, new_kv = block.attn.forward_cached(h, past_kv, mask=mask)
-        return y
-
-    x = block.attn_sub(x, self_attn)
-    if block.ffn is not None:
-        x = block.ffn_sub(x, block.ffn)
-    return x, new_kv
+        cache = [KVCache() for _ in self.blocks] if cache is None else cache
+        past, L = len(cache[0]), tokens.shape[1]  # positions cached, positions new
+        x = self.embed(tokens, offset=past)  # positions past .. past + L - 1
+        mask = self.mask[past:past + L, :past + L]  # new position past + i sees 0 .. past + i
+        for block, block_cache in zip(self.blocks, cache, strict=True):
+            x, _ = block(x, mask=mask, need_weights=False, cache=block_cache)
+        return self.head(self.final_norm(x)), cache  # [B, L, V]
 
 
 class CachedStepFn:
@@ -229,13 +216,12 @@ class CachedStepFn:
     def reorder(self, index):
         """Keep the rows ``index`` [N] of the cache (beam search's surviving beams)."""
         if self.cache is not None:
-            self.cache = [(k[index], v[index]) for k, v in self.cache]
+            for block_cache in self.cache:
+                block_cache.reorder(index)
             self.seen = self.seen[index]
 
     def bytes(self) -> int:
-        if self.cache is None:
-            return 0
-        return sum(t.numel() * t.element_size() for kv in self.cache for t in kv)
+        return 0 if self.cache is None else sum(c.bytes() for c in self.cache)
 
 
 def kv_cache_bytes(config: GPTConfig, batch: int, length: int, bytes_per_value: int = 4) -> int:
@@ -381,26 +367,6 @@ def sliding_nll(model: GPT, sequences, stride: int, batch_size: int = 256,
     nll = target_nll(model, sequences, model.config.max_len, stride, batch_size=batch_size,
                      device=device, pad_id=pad)
     return float(nll.sum()), len(nll)
-
-
-_PLAIN_NAMES = (("position.embedding.", "position."), ("attn_sub.norm.", "norm1."),
-                ("ffn_sub.norm.", "norm2."), ("ffn.net.3.", "ffn.net.2."))
-
-
-def plain_state_dict(state_dict: dict) -> dict:
-    """A ``GPT`` state dict under the names of chapter 7's plain on-page model.
-
-    The library's block keeps its LayerNorms in its sublayers (``attn_sub.norm``,
-    ``ffn_sub.norm``) and its positions in ``LearnedPositionalEmbedding``; the page's block
-    names them ``norm1``, ``norm2`` and ``position``. Every other name is the same, so
-    ``page_model.load_state_dict(plain_state_dict(gpt.state_dict()))`` loads the weights.
-    """
-    out = {}
-    for key, value in state_dict.items():
-        for old, new in _PLAIN_NAMES:
-            key = key.replace(old, new)
-        out[key] = value
-    return out
 
 
 def save(model: GPT, path, **extra) -> None:

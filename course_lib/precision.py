@@ -245,11 +245,11 @@ class _ProbeModel(torch.nn.Module):
 
     def __init__(self, vocab: int, d_model: int, layers: int):
         super().__init__()
-        from .blocks import EncoderBlock  # imported here: blocks needs nothing from precision
+        from .blocks import Block  # imported here: blocks needs nothing from precision
 
         self.embed = torch.nn.Embedding(vocab, d_model)
         self.blocks = torch.nn.ModuleList(
-            EncoderBlock(d_model, num_heads=4, d_ff=4 * d_model) for _ in range(layers))
+            Block(d_model, num_heads=4, d_ff=4 * d_model) for _ in range(layers))
         self.norm = torch.nn.LayerNorm(d_model)
         self.head = torch.nn.Linear(d_model, vocab)
 

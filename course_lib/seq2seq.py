@@ -9,9 +9,11 @@ One shared (source + target) vocabulary, so one embedding table serves the sourc
 and, transposed, the output projection ("weight tying"). The pieces, in order:
 
 - token embedding times sqrt(d_model), plus sinusoidal positions, then dropout;
-- encoder: ``num_encoder_layers`` x EncoderBlock, self-attention under the source padding mask;
-- decoder: ``num_decoder_layers`` x DecoderBlock: self-attention under padding AND causal
-  masks, cross-attention to the encoder output under the source padding mask;
+- encoder: ``num_encoder_layers`` x ``blocks.Block`` (``PostNormBlock`` when
+  ``norm_first=False``), self-attention under the source padding mask;
+- decoder: ``num_decoder_layers`` x ``blocks.DecoderBlock`` (``PostNormDecoderBlock``):
+  self-attention under padding AND causal masks, cross-attention to the encoder output
+  under the source padding mask;
 - Pre-Norm (``norm_first=True``) ends each stack with a LayerNorm, because its residual stream
   is never normalised otherwise; Post-Norm (the 2017 paper) needs none (``final_norm``);
 - output projection: ``logits = h @ E^T`` with E the (target) embedding table.
@@ -29,7 +31,7 @@ import torch
 from torch import nn
 
 from . import seq2seq_tools as tools
-from .blocks import DecoderBlock, EncoderBlock
+from .blocks import Block, DecoderBlock, PostNormBlock, PostNormDecoderBlock
 from .masks import causal_mask, padding_mask
 from .positional import SinusoidalPositionalEncoding
 from .seq2seq_tools import CachedDecoderStep  # noqa: F401  (re-exported)
@@ -58,16 +60,18 @@ class Seq2SeqTransformer(nn.Module):
         self.norm_first = norm_first
         final_norm = norm_first if final_norm is None else final_norm
         block = dict(d_model=d_model, num_heads=num_heads, d_ff=d_ff, dropout=dropout,
-                     norm_first=norm_first, activation=activation)
+                     activation=activation)
+        encoder_block = Block if norm_first else PostNormBlock
+        decoder_block = DecoderBlock if norm_first else PostNormDecoderBlock
 
         self.tgt_embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.src_embed = (self.tgt_embed if share_source_embedding
                           else nn.Embedding(vocab_size, d_model, padding_idx=pad_id))
         self.positions = SinusoidalPositionalEncoding(d_model, max_len=max_len, dropout=dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderBlock(**block) for _ in range(num_encoder_layers))
+            encoder_block(**block) for _ in range(num_encoder_layers))
         self.decoder_layers = nn.ModuleList(
-            DecoderBlock(**block) for _ in range(num_decoder_layers))
+            decoder_block(**block) for _ in range(num_decoder_layers))
         self.encoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
         self.generator = nn.Linear(d_model, vocab_size, bias=False)

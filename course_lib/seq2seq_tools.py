@@ -13,8 +13,7 @@ import math
 import torch
 from torch import nn
 
-from .attention import fused_attention
-from .blocks import DecoderBlock
+from .attention import KVCache
 from .masks import causal_mask, padding_mask
 from .positional import sinusoidal_encoding
 from .runtime import check_device
@@ -188,17 +187,17 @@ def load_from_torch(model, transformer: nn.Transformer):
         block_ffn.net[0].load_state_dict(layer.linear1.state_dict())
         block_ffn.net[3].load_state_dict(layer.linear2.state_dict())
 
-    for ours, theirs in zip(model.encoder_layers, enc):
+    for ours, theirs in zip(model.encoder_layers, enc):  # the LayerNorms: the same names
         ours.attn.load_from_torch(theirs.self_attn)
         copy_ffn(ours.ffn, theirs)
-        ours.attn_sub.norm.load_state_dict(theirs.norm1.state_dict())
-        ours.ffn_sub.norm.load_state_dict(theirs.norm2.state_dict())
+        ours.norm1.load_state_dict(theirs.norm1.state_dict())
+        ours.norm2.load_state_dict(theirs.norm2.state_dict())
     for ours, theirs in zip(model.decoder_layers, dec):
         ours.self_attn.load_from_torch(theirs.self_attn)
         ours.cross_attn.load_from_torch(theirs.multihead_attn)
         copy_ffn(ours.ffn, theirs)
-        for sub, norm in zip(ours.subs, (theirs.norm1, theirs.norm2, theirs.norm3)):
-            sub.norm.load_state_dict(norm.state_dict())
+        for norm in ("norm1", "norm2", "norm3"):
+            getattr(ours, norm).load_state_dict(getattr(theirs, norm).state_dict())
     return model
 
 
@@ -217,21 +216,18 @@ class CachedDecoderStep:
     When its first L - 1 tokens are those of the previous call, only the last token goes
     through the decoder, attending to the cached keys and values of the earlier positions;
     otherwise the cache is rebuilt from the whole prefix. The cross-attention keys and values
-    of the encoder output are computed once. ``reorder(index)`` (called by ``beam_search``
-    after every step) makes the cache follow the surviving beams. The logits equal those of
-    ``decode`` on the whole prefix (the unit tests check it); padding tokens in the prefix
-    (rows that have finished) are masked as keys, as ``decode`` does.
+    of the encoder output are computed once (``KVCache(fixed=True)``). ``reorder(index)``
+    (called by ``beam_search`` after every step) makes the cache follow the surviving beams.
+    The logits equal those of ``decode`` on the whole prefix (the unit tests check it);
+    padding tokens in the prefix (rows that have finished) are masked as keys, as ``decode``
+    does.
     """
 
     def __init__(self, model, memory: torch.Tensor, src_mask: torch.Tensor,
                  group: int = 1):
-        self.model, self.src_mask, self.group = model, src_mask, group
+        self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.rows = memory.shape[0]
-        self.cross_kv = []  # per layer: keys and values of the memory, [N, h, Ls, d_k] each
-        for layer in model.decoder_layers:
-            attn = layer.cross_attn
-            self.cross_kv.append((attn.split_heads(attn.k_proj(memory)),
-                                  attn.split_heads(attn.v_proj(memory))))
+        self.memory_cache = [KVCache(fixed=True) for _ in model.decoder_layers]
         self.cache, self.seen = None, None
 
     @torch.no_grad()
@@ -242,56 +238,38 @@ class CachedDecoderStep:
         L = tokens.shape[1]
         reuse = (self.seen is not None and self.seen.shape[1] == L - 1
                  and torch.equal(self.seen, tokens[:, :-1]))
+        if not reuse:
+            self.cache = [KVCache() for _ in self.model.decoder_layers]
         new = tokens[:, -1:] if reuse else tokens  # [N, n]: 1 new position, or all of them
-        offset = L - new.shape[1]
-        model = self.model
-        x = model.tgt_embed(new) * math.sqrt(model.d_model)
-        pe = model.positions.pe
-        if L > pe.shape[0]:  # longer than the stored table: compute the positions
-            pe = sinusoidal_encoding(L, model.d_model).to(x.device)
-        x = x + pe[offset:L].to(x.dtype)  # positions offset .. L - 1
-        keys_ok = padding_mask(tokens, model.pad_id)  # [N, 1, 1, L]
+        x = _embed_target(self.model, new, offset=L - new.shape[1])  # [N, n, d]
+        keys_ok = padding_mask(tokens, self.model.pad_id)  # [N, 1, 1, L]
         mask = keys_ok if reuse else keys_ok & causal_mask(L, device=tokens.device)
-        new_cache = []
-        for i, layer in enumerate(model.decoder_layers):
-            x, kv = _decoder_layer_step(layer, x, self.cache[i] if reuse else None,
-                                        self.cross_kv[i], mask, self.src_mask)
-            new_cache.append(kv)
-        self.cache, self.seen = new_cache, tokens
-        return model.generator(model.decoder_norm(x[:, -1]))  # [N, V]
+        for layer, cache, memory_cache in zip(self.model.decoder_layers, self.cache,
+                                              self.memory_cache, strict=True):
+            x, _, _ = layer(x, self.memory, self_mask=mask, memory_mask=self.src_mask,
+                            need_weights=False, cache=cache, memory_cache=memory_cache)
+        self.seen = tokens
+        return self.model.generator(self.model.decoder_norm(x[:, -1]))  # [N, V]
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows ``index`` [N] of the cache: beam search's surviving beams."""
         if self.cache is None:
             return
-        self.cache = [(k[index], v[index]) for k, v in self.cache]
+        for cache in self.cache:
+            cache.reorder(index)
         self.seen = self.seen[index]
         same_input = torch.arange(self.rows, device=index.device) // self.group
         if not torch.equal(index // self.group, same_input):  # a row moved to another input
-            self.cross_kv = [(k[index], v[index]) for k, v in self.cross_kv]
-            self.src_mask = self.src_mask[index]
+            for memory_cache in self.memory_cache:
+                memory_cache.reorder(index)
+            self.memory, self.src_mask = self.memory[index], self.src_mask[index]
 
 
-def _decoder_layer_step(layer: DecoderBlock, x, past_kv, cross_kv, self_mask, memory_mask):
-    """One DecoderBlock on the new positions x [N, n, d], given the past keys and values.
-
-    The residual wiring (Pre- or Post-Norm) is the block's own ``_Sublayer``; the
-    self-attention goes through ``MultiHeadAttention.forward_cached``, which appends the new
-    keys and values to the cached ones.
-    """
-    out = {}
-
-    def self_attn(h):  # h: the new positions after (Pre-Norm) or before (Post-Norm) the norm
-        y, out["kv"] = layer.self_attn.forward_cached(h, past_kv, mask=self_mask)
-        return y
-
-    def cross_attn(h):
-        a = layer.cross_attn
-        q = a.split_heads(a.q_proj(h))
-        return a.out_proj(a.merge_heads(fused_attention(q, *cross_kv, mask=memory_mask)))
-
-    x = layer.subs[0](x, self_attn)
-    x = layer.subs[1](x, cross_attn)
-    x = layer.subs[2](x, layer.ffn)
-    return x, out["kv"]
-
+def _embed_target(model, tokens: torch.Tensor, offset: int) -> torch.Tensor:
+    """``model.embed`` of target tokens [N, n] at positions offset .. offset + n - 1 (eval)."""
+    x = model.tgt_embed(tokens) * math.sqrt(model.d_model)
+    end = offset + tokens.shape[1]
+    pe = model.positions.pe
+    if end > pe.shape[0]:  # longer than the stored table: compute the positions
+        pe = sinusoidal_encoding(end, model.d_model).to(x.device)
+    return x + pe[offset:end].to(x.dtype)

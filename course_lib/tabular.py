@@ -39,7 +39,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from . import runtime, training
-from .blocks import EncoderBlock
+from .blocks import Block
 from .training import count_parameters  # the one shared helper, re-exported here
 
 __all__ = ["TablePreprocessor", "FeatureTokenizer", "TabularTransformer", "MLPRegressor",
@@ -270,7 +270,7 @@ class TabularTransformer(nn.Module):
     forward(x_num, x_cat=None, need_weights=False)
         -> (prediction [B], weights: list with one [B, h, F+1, F+1] per block, or None)
 
-    The blocks are ``course_lib.blocks.EncoderBlock``, whose ``MultiHeadAttention`` hands
+    The blocks are ``course_lib.blocks.Block`` (Pre-Norm), whose ``MultiHeadAttention`` hands
     its weights back; with ``need_weights=False`` the fused kernel is used (faster).
     Position 0 of the sequence is [CLS]; position 1 + j is column j of the tokenizer.
     """
@@ -284,8 +284,7 @@ class TabularTransformer(nn.Module):
         bound = 1 / math.sqrt(d_model)
         self.cls_token = nn.Parameter(torch.empty(1, 1, d_model).uniform_(-bound, bound))
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, d_ff or 2 * d_model, dropout=dropout, norm_first=True,
-                         activation=activation)
+            Block(d_model, num_heads, d_ff or 2 * d_model, dropout=dropout, activation=activation)
             for _ in range(num_layers)
         )
         for block in self.blocks:  # dropout on the attention weights: separate (slow on CPU)
@@ -293,7 +292,7 @@ class TabularTransformer(nn.Module):
         if not first_norm and num_layers:
             # As in the FT-Transformer: no LayerNorm before the first attention. LN(x_j W_j + c_j)
             # would squash a numeric token to the same direction for every large |x_j|.
-            self.blocks[0].attn_sub.norm = nn.Identity()
+            self.blocks[0].norm1 = nn.Identity()
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)
 

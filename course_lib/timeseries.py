@@ -308,7 +308,7 @@ class LearnedPETransformer(nn.Module):
 
 
 class ALiBiTransformer(nn.Module):
-    """Inputs -> linear -> EncoderBlocks with an ALiBi bias (no positions) -> last hour."""
+    """Inputs -> linear -> Pre-Norm blocks with an ALiBi bias (no positions) -> last hour."""
 
     def __init__(self, n_features, temp_index, d_model, num_heads, num_layers, d_ff,
                  dropout):
@@ -316,7 +316,7 @@ class ALiBiTransformer(nn.Module):
         self.temp_index, self.num_heads = temp_index, num_heads
         self.proj = nn.Linear(n_features, d_model)
         self.blocks = nn.ModuleList(
-            blocks.EncoderBlock(d_model, num_heads, d_ff, dropout)
+            blocks.Block(d_model, num_heads, d_ff, dropout)
             for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, 1)

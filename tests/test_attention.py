@@ -9,11 +9,13 @@ from torch import nn
 
 from course_lib.attention import (
     AdditiveAttention,
+    KVCache,
     MultiHeadAttention,
     SelfAttention,
     check_mask,
     fused_attention,
     scaled_dot_product_attention,
+    which_sdpa_kernel,
 )
 from course_lib.masks import causal_mask, padding_mask
 from course_lib.positional import alibi_bias
@@ -305,6 +307,49 @@ class TestFusedAttention:
             fused_attention(q, k, v, mask=torch.ones(3, 5, dtype=torch.bool))
         with pytest.raises(ValueError, match=r"bias of shape \(4, 4\)"):
             fused_attention(q, k, v, bias=torch.zeros(4, 4))
+
+
+# --------------------------------------------------------------------------- which kernel
+MATH_KERNEL = "aten::_scaled_dot_product_attention_math"
+CPU_FUSED_KERNEL = "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+
+class TestWhichSdpaKernel:
+    def test_three_dim_inputs_take_the_math_path_on_cpu(self):
+        q, k, v = qkv(batch=(2,))  # [B, L, d]
+        assert which_sdpa_kernel(q, k, v) == MATH_KERNEL
+
+    @pytest.mark.parametrize("batch", [(2, 3), (1, 1)])
+    def test_four_dim_inputs_take_the_fused_kernel_on_cpu(self, batch):
+        q, k, v = qkv(batch=batch)  # [B, h, L, d]
+        assert which_sdpa_kernel(q, k, v) == CPU_FUSED_KERNEL
+
+    def test_names_the_kernel_that_sdpa_kernel_forces(self):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v = qkv(batch=(2, 3))
+        with sdpa_kernel(SDPBackend.MATH):
+            assert which_sdpa_kernel(q, k, v) == MATH_KERNEL
+
+    def test_passes_keyword_arguments_to_the_call(self):
+        q, k, v = qkv(batch=(2, 3), lq=5, lk=5)
+        assert which_sdpa_kernel(q, k, v, is_causal=True) == CPU_FUSED_KERNEL
+        mask = causal_mask(5)
+        assert which_sdpa_kernel(q, k, v, attn_mask=mask) == CPU_FUSED_KERNEL
+        with pytest.raises(TypeError, match="not_an_argument"):  # reaches the call itself
+            which_sdpa_kernel(q, k, v, not_an_argument=1)
+
+    def test_profiler_notes_do_not_reach_stderr(self, capfd):
+        q, k, v = qkv(batch=(2, 3))
+        which_sdpa_kernel(q, k, v)
+        assert "profiler" not in capfd.readouterr().err
+
+    def test_rejects_mismatched_q_k_v(self):
+        q = torch.randn(2, 4, 8)
+        with pytest.raises(ValueError, match="d_k"):
+            which_sdpa_kernel(q, torch.randn(2, 5, 6), torch.randn(2, 5, 6))
+        with pytest.raises(TypeError, match="v must be a torch.Tensor"):
+            which_sdpa_kernel(q, q, None)
 
 
 # --------------------------------------------------------------------------- one head
@@ -599,14 +644,43 @@ class TestAdditiveAttention:
             att(q, k, None)
 
 
-def test_forward_cached_step_by_step_equals_causal_forward():
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_kv_cache_step_by_step_equals_causal_forward(need_weights):
     mha = MultiHeadAttention(16, 4).eval()
     x = torch.randn(2, 9, 16)
     full, _ = mha(x, x, x, mask=causal_mask(9))
-    out, kv = mha.forward_cached(x[:, :4], mask=causal_mask(4))  # a prompt at once
+    cache = KVCache()
+    out, _ = mha(x[:, :4], x[:, :4], x[:, :4], mask=causal_mask(4), cache=cache)  # a prompt
     outs = [out]
     for t in range(4, 9):  # then one position at a time, seeing everything cached
-        out, kv = mha.forward_cached(x[:, t:t + 1], kv)
+        new = x[:, t:t + 1]
+        out, weights = mha(new, new, new, need_weights=need_weights, cache=cache)
         outs.append(out)
     assert torch.allclose(torch.cat(outs, 1), full, atol=1e-6)
-    assert kv[0].shape == kv[1].shape == (2, 4, 9, 4)
+    assert len(cache) == 9 and cache.keys.shape == cache.values.shape == (2, 4, 9, 4)
+    if need_weights:
+        assert weights.shape == (2, 4, 1, 9)
+
+
+def test_fixed_kv_cache_projects_the_memory_once():
+    mha = MultiHeadAttention(16, 4).eval()
+    q, memory = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
+    expected, _ = mha(q, memory, memory)
+    cache = KVCache(fixed=True)
+    first, _ = mha(q[:, :1], memory, memory, cache=cache)
+    assert cache.holds_memory and len(cache) == 5
+    rest, _ = mha(q[:, 1:], memory, memory, cache=cache)
+    assert len(cache) == 5  # read, not appended to
+    assert torch.allclose(torch.cat([first, rest], 1), expected, atol=1e-6)
+
+
+def test_kv_cache_misuse_gives_clear_errors():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 3, 16)
+    with pytest.raises(TypeError, match="cache must be an attention.KVCache"):
+        mha(x, x, x, cache=[])
+    cache = KVCache()
+    mha(x, x, x, cache=cache)
+    y = torch.randn(1, 1, 16)
+    with pytest.raises(ValueError, match=r"holds keys \(2, 4, 3, 4\).*new keys are \(1, 4, 1, 4\)"):
+        mha(y, y, y, cache=cache)

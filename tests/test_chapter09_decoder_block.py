@@ -3,9 +3,10 @@
 Chapter 9 shows the decoder block as a reader should see it: masked self-attention,
 cross-attention (queries from the decoder, keys and values from the encoder's memory) and
 the feed-forward network, each a Pre-Norm residual line. The model itself uses
-``blocks.DecoderBlock``. This test takes the cell that defines the page's class out of the
-committed notebook, runs it, loads a ``DecoderBlock``'s weights into it and compares the
-outputs under real masks: the page's copy and the library cannot drift apart.
+``blocks.DecoderBlock``, with the same submodules under the same names. This test takes the
+cell that defines the page's class out of the committed notebook, runs it, loads a
+``DecoderBlock``'s weights into it as they are (no renaming) and compares the outputs under
+real masks: the page's copy and the library cannot drift apart.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from torch import nn
 from course_lib import attention, blocks, masks
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "09_translation.ipynb"
-RENAME = {"subs.0.norm.": "norm1.", "subs.1.norm.": "norm2.", "subs.2.norm.": "norm3.",
-          "ffn.net.": "ffn."}
 
 
 def _block_cell() -> str:
@@ -30,19 +29,9 @@ def _block_cell() -> str:
 
 @pytest.fixture(scope="module")
 def page():
-    namespace = {"nn": nn, "torch": torch, "attention": attention}
+    namespace = {"nn": nn, "torch": torch, "attention": attention, "blocks": blocks}
     exec(compile(_block_cell(), f"{NOTEBOOK.name}: the decoder block cell", "exec"), namespace)
     return namespace["DecoderBlock"]
-
-
-def _renamed(state):
-    out = {}
-    for key, value in state.items():
-        for old, new in RENAME.items():
-            if key.startswith(old):
-                key = new + key[len(old):]
-        out[key] = value
-    return out
 
 
 def _tokens(lengths, vocab=20, pad=0):
@@ -55,12 +44,12 @@ def _tokens(lengths, vocab=20, pad=0):
 @pytest.mark.parametrize("d_model, num_heads, d_ff", [(32, 1, 64), (16, 4, 48)])
 def test_page_block_equals_decoder_block(page, d_model, num_heads, d_ff):
     torch.manual_seed(0)
-    library = blocks.DecoderBlock(d_model, num_heads, d_ff, dropout=0.1, norm_first=True).eval()
+    library = blocks.DecoderBlock(d_model, num_heads, d_ff, dropout=0.1).eval()
     with torch.no_grad():  # not the initial LayerNorm weights (1 and 0): every weight counts
         for p in library.parameters():
             p.add_(0.1 * torch.randn_like(p))
     plain = page(d_model, num_heads, d_ff, dropout=0.1).eval()
-    plain.load_state_dict(_renamed(library.state_dict()))  # strict: same weights, one place each
+    plain.load_state_dict(library.state_dict())  # strict: same names, every weight in one place
     src, tgt = _tokens([7, 4, 5]), _tokens([6, 3, 6])
     src_mask = masks.padding_mask(src, 0)  # [B, 1, 1, Ls]
     tgt_mask = masks.padding_mask(tgt, 0) & masks.causal_mask(tgt.shape[1])  # [B, 1, Lt, Lt]

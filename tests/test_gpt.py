@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from course_lib import decoding
-from course_lib.blocks import EncoderBlock
+from course_lib.blocks import AblationBlock, PostNormBlock
 from course_lib.gpt import (
     GPT,
     CachedStepFn,
@@ -86,8 +86,51 @@ def test_attention_maps_are_causal_rows_summing_to_one():
 
 def test_too_long_raises_clear_error():
     model = small(max_len=8)
-    with pytest.raises(SequenceTooLongError, match="max_len=8"):
+    with pytest.raises(SequenceTooLongError, match="sequence length 9 exceeds max_len=8"):
         model(torch.randint(0, V, (1, 9)))
+    _, cache = model.forward_cached(torch.randint(0, V, (1, 6)))
+    with pytest.raises(SequenceTooLongError, match="sequence length 9 exceeds max_len=8"):
+        model.forward_cached(torch.randint(0, V, (1, 3)), cache)  # positions 6, 7, 8
+
+
+# --------------------------------------------------------------------------- the page's model
+class _PageBlock(nn.Module):
+    """Chapter 7's on-page block, in short: its names, its two residual lines."""
+
+    def __init__(self, d, h, d_ff):
+        super().__init__()
+        from course_lib.attention import MultiHeadAttention
+
+        self.norm1, self.attn = nn.LayerNorm(d), MultiHeadAttention(d, h)
+        self.norm2, self.ffn = nn.LayerNorm(d), nn.Module()
+        self.ffn.net = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Dropout(0.0),
+                                     nn.Linear(d_ff, d))
+
+    def forward(self, x, mask):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, mask=mask)[0]
+        return x + self.ffn.net(self.norm2(x))
+
+
+def test_a_plain_gpt_and_the_library_load_each_others_state_dicts():
+    torch.manual_seed(0)
+    model = small(max_len=8, dropout=0.0, pad_id=None)
+    plain = nn.Module()
+    plain.token_embedding, plain.position = nn.Embedding(V, 32), nn.Embedding(8, 32)
+    plain.blocks = nn.ModuleList(_PageBlock(32, 4, 64) for _ in range(2))
+    plain.final_norm = nn.LayerNorm(32)
+    plain.head = nn.Linear(32, V, bias=False)
+    plain.head.weight = plain.token_embedding.weight
+    plain.load_state_dict(model.state_dict())  # strict, no renaming
+    assert sorted(plain.state_dict()) == sorted(model.state_dict())
+    idx = torch.randint(0, V, (2, 8))
+    x = plain.token_embedding(idx) + plain.position(torch.arange(8))
+    for block in plain.blocks:
+        x = block(x, torch.ones(8, 8, dtype=torch.bool).tril())
+    torch.testing.assert_close(plain.head(plain.final_norm(x)), model(idx), atol=1e-5, rtol=1e-5)
+    other = small(max_len=8, dropout=0.0, pad_id=None)
+    other.load_state_dict(plain.state_dict())  # and back
+    assert torch.equal(other(idx), model(idx))
 
 
 @pytest.mark.parametrize("bad", [-1, 50, 1000])
@@ -127,15 +170,16 @@ def test_cached_logits_equal_uncached():
         steps.append(logits)
     cached = torch.cat(steps, dim=1)
     assert (cached - full).abs().max().item() <= 1e-5
-    assert cache[0][0].shape == (3, 4, 30, 8)
+    assert len(cache) == 2 and cache[0].keys.shape == cache[0].values.shape == (3, 4, 30, 8)
 
 
-@pytest.mark.parametrize("switches", [dict(norm_first=False), dict(use_ffn=False)])
-def test_cached_logits_equal_uncached_for_other_block_wirings(switches):
-    # the cache reuses each block's own sublayers, so Post-Norm or FFN-free blocks work too
+@pytest.mark.parametrize("make_block", [lambda: PostNormBlock(32, 4, 64),
+                                        lambda: AblationBlock(32, 4, 64, use_ffn=False)])
+def test_cached_logits_equal_uncached_for_other_block_wirings(make_block):
+    # the cache lives in the attention, so any block's own forward uses it
     model = small()
-    for i, block in enumerate(model.blocks):
-        model.blocks[i] = EncoderBlock(32, 4, 64, **switches).eval()
+    for i in range(len(model.blocks)):
+        model.blocks[i] = make_block().eval()
     tokens = torch.randint(0, V, (2, 12))
     logits, cache = model.forward_cached(tokens[:, :5])
     steps = [logits]

@@ -1,12 +1,11 @@
-"""Unit tests of chapter 7's pieces: course_lib.lm, text.BPETokenizer, ngram mixtures,
-stats power laws and gpt.plain_state_dict."""
+"""Unit tests of chapter 7's pieces: course_lib.lm, text.BPETokenizer, ngram mixtures and
+stats power laws."""
 
 import math
 
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from course_lib import gpt, lm, ngram, stats, text
 
@@ -177,45 +176,6 @@ def test_power_law_fit_and_crossing():
         stats.fit_power_law([1, 2], [0, 1])
     with pytest.raises(ValueError, match="length >= 2"):
         stats.fit_power_law([1], [1])
-
-
-# ------------------------------------------------------------------ the page's GPT
-class _Block(nn.Module):
-    def __init__(self, d, h, d_ff, L):
-        super().__init__()
-        from course_lib.attention import MultiHeadAttention
-
-        self.norm1, self.attn = nn.LayerNorm(d), MultiHeadAttention(d, h)
-        self.norm2 = nn.LayerNorm(d)
-        self.ffn = nn.Module()
-        self.ffn.net = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
-        self.register_buffer("mask", torch.ones(L, L, dtype=torch.bool).tril(), persistent=False)
-
-    def forward(self, x):
-        L = x.shape[1]
-        h = self.norm1(x)
-        x = x + self.attn(h, h, h, mask=self.mask[:L, :L])[0]
-        return x + self.ffn.net(self.norm2(x))
-
-
-def test_plain_state_dict_loads_into_a_plain_model():
-    torch.manual_seed(0)
-    model = gpt.GPT(gpt.GPTConfig(vocab_size=30, max_len=8, d_model=16, num_heads=2,
-                                  num_layers=2, d_ff=32, dropout=0.0, pad_id=None)).eval()
-    plain = nn.Module()
-    plain.token_embedding, plain.position = nn.Embedding(30, 16), nn.Embedding(8, 16)
-    plain.blocks = nn.ModuleList(_Block(16, 2, 32, 8) for _ in range(2))
-    plain.final_norm = nn.LayerNorm(16)
-    plain.load_state_dict(gpt.plain_state_dict(model.state_dict()), strict=False)
-    idx = torch.randint(0, 30, (2, 8))
-    x = plain.token_embedding(idx) + plain.position(torch.arange(8))
-    for block in plain.blocks:
-        x = block(x)
-    logits = plain.final_norm(x) @ plain.token_embedding.weight.T  # the tied head
-    torch.testing.assert_close(logits, model(idx), atol=1e-5, rtol=1e-5)
-    keys = set(gpt.plain_state_dict(model.state_dict()))
-    assert "blocks.0.norm1.weight" in keys and "position.weight" in keys
-    assert not any("attn_sub" in k or "net.3" in k for k in keys)
 
 
 def test_train_follows_the_schedule_it_is_given():

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.attention import MultiHeadAttention
-from course_lib.blocks import EncoderBlock
+from course_lib.blocks import Block, PostNormBlock
 from course_lib.masks import causal_mask, padding_mask, to_blocked
 
 
@@ -129,8 +129,8 @@ def test_causal_mask_hides_the_future_in_multi_head_attention():
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
-def test_causal_mask_hides_the_future_in_encoder_block(norm_first):
-    block = EncoderBlock(8, 2, 16, norm_first=norm_first).eval()
+def test_causal_mask_hides_the_future_in_a_block(norm_first):
+    block = (Block if norm_first else PostNormBlock)(8, 2, 16).eval()
     x = torch.randn(2, 6, 8)
     changed = x.clone()
     changed[:, 3:] = torch.randn(2, 3, 8)
@@ -142,7 +142,7 @@ def test_causal_mask_hides_the_future_in_encoder_block(norm_first):
 
 def test_padding_leaves_real_positions_unchanged():
     mha = MultiHeadAttention(8, 2).eval()
-    block = EncoderBlock(8, 2, 16).eval()
+    block = Block(8, 2, 16).eval()
     real = torch.randn(1, 4, 8)
     padded = torch.cat([real, torch.randn(1, 3, 8)], dim=1)  # 3 padding positions, any values
     tokens = torch.tensor([[3, 4, 5, 6, 0, 0, 0]])

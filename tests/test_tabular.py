@@ -277,11 +277,11 @@ def test_mlp_and_parameter_count():
 
 def test_first_attention_sees_unnormalized_tokens():
     model = TabularTransformer(2, [], d_model=8, num_heads=2, num_layers=2)
-    assert isinstance(model.blocks[0].attn_sub.norm, nn.Identity)  # FT-Transformer's choice
-    assert isinstance(model.blocks[0].ffn_sub.norm, nn.LayerNorm)
-    assert isinstance(model.blocks[1].attn_sub.norm, nn.LayerNorm)
+    assert isinstance(model.blocks[0].norm1, nn.Identity)  # FT-Transformer's choice
+    assert isinstance(model.blocks[0].norm2, nn.LayerNorm)
+    assert isinstance(model.blocks[1].norm1, nn.LayerNorm)
     with_norm = TabularTransformer(2, [], d_model=8, num_heads=2, num_layers=2, first_norm=True)
-    assert isinstance(with_norm.blocks[0].attn_sub.norm, nn.LayerNorm)
+    assert isinstance(with_norm.blocks[0].norm1, nn.LayerNorm)
 
 
 # --------------------------------------------------------------------------- the experiment
