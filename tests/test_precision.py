@@ -706,7 +706,7 @@ def test_a_named_step_is_timed_and_cached_apart_from_the_default(probe, monkeypa
 def test_setup_passes_the_probe_step_on(probe, monkeypatch, capsys):
     monkeypatch.setattr(precision, "cpu_model", lambda: "Test CPU")
     probe.speedup = 1.5
-    runtime.setup(seed=0, precision="auto", probe_step={"batch": 96})
+    runtime.setup(seed=0, device="cpu", precision="auto", probe_step={"batch": 96})  # the CPU probe
     assert precision.current().name == "bf16"
     assert precision.current().probe.step.startswith("batch 96 x 32 tokens")
     assert "for a step of batch 96" in capsys.readouterr().out
