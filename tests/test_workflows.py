@@ -7,8 +7,15 @@
   ``make TARGET`` (a target the Makefile has) or ``bash .ci/run``.
 - CI runs on Python 3.11, and every job that installs requirements.txt gets torch's CPU
   wheel, not PyPI's CUDA build.
-- The Pages workflow publishes ``_build/html`` with the permissions Pages needs.
+- CI runs once per commit: on a push to main, and on a pull request (not also on the push of
+  its branch); a newer commit cancels the run still going. It keeps uv's download cache
+  between runs, keyed on the requirements files and pyproject.toml.
+- Every workflow's token may only read the repository, and every job has a time limit; the
+  Pages workflow publishes ``_build/html``, and only its deploy job may write Pages.
 - The README's CI badge and book link follow ``repository.url`` in ``_config.yml``.
+- The issue forms and the issue chooser (``.github/ISSUE_TEMPLATE/``) match GitHub's schemas,
+  and ``CITATION.cff`` is valid Citation File Format 1.2.0, naming the repository and the
+  licences of ``LICENSE`` (the schemas ship with check-jsonschema too).
 """
 
 from __future__ import annotations
@@ -104,14 +111,53 @@ def test_run_steps_only_call_make_or_the_ci_script(path):
                     f"{path.name}, job {job}: `{command}` but the Makefile has no target {target}")
 
 
-def test_ci_runs_the_ci_script_on_python_311_on_every_push_and_pull_request():
+def test_ci_runs_the_ci_script_on_python_311_once_per_commit():
     ci = load(ROOT / ".github" / "workflows" / "ci.yml")
     assert {"push", "pull_request"} <= set(ci["on"])
+    # a pull request's commits run once, as pull_request, not again as the push of the branch
+    assert ci["on"]["push"]["branches"] == ["main"], ci["on"]["push"]
+    assert not (ci["on"]["pull_request"] or {}).get("branches"), "CI for every pull request"
+    assert ci["concurrency"]["cancel-in-progress"] is True
+    assert "github.event.pull_request.number" in ci["concurrency"]["group"]
     runs = [s["run"].strip() for _, _, s in steps(ci) if "run" in s]
     assert "bash .ci/run" in runs
     versions = [s["with"]["python-version"] for _, _, s in steps(ci)
                 if s.get("uses", "").startswith("actions/setup-python@")]
     assert versions == ["3.11"], versions
+
+
+def test_ci_keeps_uvs_cache_between_runs():
+    """.ci/run installs with uv (``make test INSTALLER=uv``): uv's cache folder, named by
+    UV_CACHE_DIR where the script runs, is what actions/cache keeps, under a key that changes
+    with the pins and pyproject.toml."""
+    ci = load(ROOT / ".github" / "workflows" / "ci.yml")
+    assert "INSTALLER=uv" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (run,) = [s for _, _, s in steps(ci) if s.get("run", "").strip() == "bash .ci/run"]
+    folder = {**ci.get("env", {}), **ci["jobs"]["ci"].get("env", {}), **run.get("env", {})}.get(
+        "UV_CACHE_DIR")
+    assert folder, "ci.yml: no UV_CACHE_DIR for `bash .ci/run`"
+    caches = [s for _, _, s in steps(ci) if s.get("uses", "").startswith("actions/cache@")]
+    (cache,) = [s for s in caches if s["with"]["path"].strip() == folder] or [None]
+    assert cache, f"ci.yml: no actions/cache step for uv's cache {folder}"
+    key = cache["with"]["key"]
+    assert "hashFiles(" in key and "requirements*.txt" in key and "pyproject.toml" in key, key
+    assert cache["with"].get("restore-keys"), "an older cache is better than none"
+    position = {id(s): i for i, (_, _, s) in enumerate(steps(ci))}
+    assert position[id(cache)] < position[id(run)]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_tokens_read_only_and_every_job_has_a_time_limit(path):
+    workflow = load(path)
+    assert workflow["permissions"] == {"contents": "read"}, (
+        f"{path.name}: the workflow's permissions must be `contents: read`; give a job that "
+        "needs more its own `permissions:`")
+    for name, job in workflow["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int), f"{path.name}, job {name}"
+        writes = {k for k, v in (job.get("permissions") or {}).items() if v == "write"}
+        if path.name == "pages.yml" and name == "deploy":
+            continue
+        assert not writes, f"{path.name}, job {name} may write {sorted(writes)}"
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -138,8 +184,12 @@ def test_pages_builds_the_book_and_deploys_it():
     pages = load(ROOT / ".github" / "workflows" / "pages.yml")
     assert "workflow_dispatch" in pages["on"]
     assert pages["on"]["push"]["branches"] == ["main"]
-    assert pages["permissions"]["pages"] == "write"
-    assert pages["permissions"]["id-token"] == "write"
+    jobs = pages["jobs"]
+    # only the job that deploys, and runs none of the repository's code, may write Pages
+    assert jobs["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert [s.get("uses", "").split("@")[0] for s in jobs["deploy"]["steps"]] == [
+        "actions/deploy-pages"]
+    assert jobs["build"]["permissions"] == {"contents": "read", "pages": "read"}
     assert pages["concurrency"]["cancel-in-progress"] is False
     uses = {s["uses"].split("@")[0]: s for _, _, s in steps(pages) if "uses" in s}
     assert {"actions/configure-pages", "actions/upload-pages-artifact",
@@ -182,3 +232,49 @@ def test_set_repository_rewrites_the_badge_and_the_book_link(tmp_path):
     assert "https://github.com/Me/fork/actions/workflows/ci.yml/badge.svg" in text
     assert "<https://me.github.io/fork/>" in text and "a.github.io" not in text
     assert not replace_links(readme, "a/b", "Me/fork")
+
+
+def _schema_errors(schema: str, paths: list[Path]) -> list[str]:
+    """check-jsonschema's messages for ``paths`` against its built-in ``schema``."""
+    result = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema,
+         "--output-format", "json", *map(str, paths)],
+        capture_output=True, text=True, timeout=300)
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"check-jsonschema failed (exit {result.returncode}):\n"
+                    f"{result.stdout}{result.stderr}")
+    return [f"{Path(e['filename']).name}: {(e.get('best_deep_match') or e).get('path', '')}: "
+            f"{(e.get('best_deep_match') or e).get('message', e)}"
+            for e in report.get("errors", []) + report.get("parse_errors", [])]
+
+
+def test_issue_templates_match_githubs_schemas():
+    from tools.set_repository import pages_url
+
+    folder = ROOT / ".github" / "ISSUE_TEMPLATE"
+    forms = sorted(p for p in folder.glob("*.y*ml") if p.stem != "config")
+    assert {p.stem for p in forms} >= {"bug_in_a_notebook", "error_in_the_text"}, forms
+    config = folder / "config.yml"
+    assert not _schema_errors("vendor.github-issue-forms", forms)
+    assert not _schema_errors("vendor.github-issue-config", [config])
+    url = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
+    book = pages_url(url.split("github.com/", 1)[1])
+    for link in yaml.safe_load(config.read_text(encoding="utf-8"))["contact_links"]:
+        assert link["url"].startswith(book), (link, "follow the repository setting")
+
+
+def test_citation_file_is_valid_cff_and_names_this_repository():
+    from tools.set_repository import pages_url
+
+    path = ROOT / "CITATION.cff"
+    assert not _schema_errors("vendor.citation-file-format", [path])
+    citation = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert citation["cff-version"] == "1.2.0"
+    url = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
+    assert citation["repository-code"] == url
+    assert citation["url"] == pages_url(url.split("github.com/", 1)[1])
+    licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert citation["license"] == ["MIT", "CC-BY-4.0"]
+    assert "MIT License" in licence and "Attribution 4.0 International" in licence
