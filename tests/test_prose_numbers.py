@@ -38,7 +38,11 @@ every translated message, the numbers of the translation (``msgstr``) are those 
 English (``msgid``), as a multiset and as written (``message_numbers``: digits, thousands
 separators, decimals, exponent, and a ``%`` or ``x`` that follows), so a number checked in
 the English prose is the one the Chinese reader sees. Counting words may differ ("two
-approaches", 两种方法); a number written in digits may not.
+approaches", 两种方法); a number written in digits may not. Two Chinese ways of writing a
+number are read for their value (``number_differences``): a factor with 倍, "3.5 倍" for
+"3.5x", "3.5×" or "3.5 times" (the same digits), and a large number with 万, 亿 or 万亿,
+"260 亿" for "2.6e10", "26,000,000,000" or "26 billion" (the same value, exactly: "26 亿" or
+"约 260 亿" for 26,312,000,000 is a different number).
 """
 
 from __future__ import annotations
@@ -277,17 +281,77 @@ def message_numbers(text: str) -> Counter:
     return Counter(m.group() for m in _MESSAGE_NUMBER.finditer(text))
 
 
+# What may follow a number and scale it: in English a multiplier word or letter ("26
+# billion", "1.5 million", "29k", "1.04 M"), in Chinese a factor (倍) or a large unit (万, 亿).
+_ENGLISH_SCALE = re.compile(r" ?(thousand|million|billion|trillion|[kKMB])(?![A-Za-z0-9_])")
+_CHINESE_UNIT = re.compile(r" ?(倍|万亿|亿|万)")
+_SCALE_EXPONENT = {"k": 3, "K": 3, "thousand": 3, "M": 6, "million": 6, "B": 9, "billion": 9,
+                   "trillion": 12, "万": 4, "亿": 8, "万亿": 12}
+_FACTOR = "倍"
+
+
+def number_value(written: str, scale: str = "") -> Decimal | None:
+    """The value of a number as written (separators dropped, exponent applied), times its
+    scale ("亿": 1e8, "million": 1e6, ""), or None for a percentage or a factor ("4.7%",
+    "3x")."""
+    if written.endswith(("%", "x", "\u00d7")):
+        return None
+    value = Decimal(written.replace(",", "").replace("\u2212", "-"))
+    return value * Decimal(10) ** _SCALE_EXPONENT.get(scale, 0)
+
+
+def _scaled_numbers(text: str, scales: re.Pattern) -> list[tuple[str, str]]:
+    """``(number as written, the scale that follows it or "")`` for each number of ``text``."""
+    out = []
+    for m in _MESSAGE_NUMBER.finditer(text):
+        after = scales.match(text, m.end()) if m.group()[-1].isdigit() else None
+        out.append((m.group(), after.group(1) if after else ""))
+    return out
+
+
+def number_differences(english: str, translated: str) -> tuple[list[str], list[str]]:
+    """``(missing, extra)``: the numbers of ``english`` that ``translated`` does not quote,
+    and those it quotes that ``english`` lacks; both empty when the numbers agree.
+
+    A number agrees when it is written the same (a multiset, as ``message_numbers``), and
+    also in two Chinese forms: a factor ``3.5 倍`` for ``3.5x``, ``3.5×`` or ``3.5`` ("3.5
+    times": the same digits), and a number with 万, 亿 or 万亿 for an English number of the
+    same value (``260 亿`` for ``2.6e10``, ``26,000,000,000`` or ``26 billion``). A number
+    with 万 or 亿 never matches by its digits alone: ``260 亿`` is not ``260``.
+    """
+    english_left = _scaled_numbers(english, _ENGLISH_SCALE)
+    chinese_left = _scaled_numbers(translated, _CHINESE_UNIT)
+
+    def pair(accepts) -> None:
+        for chinese in list(chinese_left):
+            match = next((e for e in english_left if accepts(e, chinese)), None)
+            if match is not None:
+                english_left.remove(match)
+                chinese_left.remove(chinese)
+
+    # as written: a plain number first, then one with 倍 ("3 times", 3 倍)
+    pair(lambda e, c: c[1] == "" and e[0] == c[0])
+    pair(lambda e, c: c[1] == _FACTOR and e[0] == c[0])
+    # a factor: 3.5x or 3.5× is 3.5 倍
+    pair(lambda e, c: c[1] == _FACTOR and e[0] in (c[0] + "x", c[0] + "\u00d7"))
+    # a large number by value: 2.6e10, 26,000,000,000 and 26 billion are 260 亿
+    pair(lambda e, c: c[1] not in ("", _FACTOR)
+         and number_value(*e) is not None and number_value(*e) == number_value(*c))
+    missing = sorted(written for written, _ in english_left)
+    extra = sorted(written + (" " + unit if unit else "") for written, unit in chinese_left)
+    return missing, extra
+
+
 def translation_mismatches(catalogue) -> list[dict]:
     """Translated messages of a babel catalogue whose numbers differ from the English."""
     out = []
     for message in catalogue:
         if not message.id or not message.string or isinstance(message.id, tuple):
             continue
-        english, translated = message_numbers(message.id), message_numbers(message.string)
-        if english != translated:
+        missing, extra = number_differences(message.id, message.string)
+        if missing or extra:
             out.append({"msgid": message.id, "lineno": message.lineno,
-                        "missing": sorted((english - translated).elements()),
-                        "extra": sorted((translated - english).elements())})
+                        "missing": missing, "extra": extra})
     return out
 
 
@@ -459,7 +523,10 @@ def test_there_are_catalogues_to_check():
     ("8,744 windows", "8744 个窗口", False),  # separator dropped
     ("8,744 windows", "8,744 个窗口", True),
     ("about 1.81x faster", "快约 1.81x", True),
-    ("about 1.81x faster", "快约 1.81 倍", False),  # the factor's x is part of the number
+    ("about 1.81x faster", "快约 1.81 倍", True),  # 倍 is the factor's x
+    ("about 1.81x faster", "快约 1.8 倍", False),  # ... with the same digits
+    ("2.6e10 FLOPs", "260 亿次浮点运算", True),  # 亿 by value
+    ("2.6e10 FLOPs", "26 亿次浮点运算", False),
     ("a 95 % interval", "95% 区间", False),
     ("a 95 % interval", "95 % 区间", True),
     ("lr 1e-3 in 2014,", "2014 年学习率 1e-3，", True),
@@ -478,6 +545,53 @@ def test_translation_numbers_rule(english, translated, ok):
     catalogue = Catalog(locale="zh_CN")
     catalogue.add(english, translated)
     assert (translation_mismatches(catalogue) == []) is ok
+
+
+@pytest.mark.parametrize("written, scale, value", [
+    ("260", "亿", Decimal("26000000000")),
+    ("2.6", "万", Decimal("26000")),
+    ("1.2", "万亿", Decimal("1200000000000")),
+    ("26", "billion", Decimal("26000000000")),
+    ("1.04", "M", Decimal("1040000")),
+    ("29", "k", Decimal("29000")),
+    ("2.6e10", "", Decimal("26000000000")),
+    ("26,000,000,000", "", Decimal("26000000000")),
+    ("0.41", "", Decimal("0.41")),
+    ("4.7%", "", None),  # a percentage or a factor has no plain value
+    ("3x", "", None),
+])
+def test_number_value(written, scale, value):
+    assert number_value(written, scale) == value
+
+
+@pytest.mark.parametrize("english, translated, missing, extra", [
+    # a factor: 倍 stands for the x (or ×, or "times") of the same digits
+    ("about 3.5x faster", "快约 3.5 倍", [], []),
+    ("about 3.5\u00d7 faster", "快约 3.5倍", [], []),
+    ("4.2 times the uniform weight", "均匀权重的 4.2 倍", [], []),
+    ("3x and 3 of them", "3 倍，其中 3 个", [], []),
+    ("about 3.5x faster", "快约 3.6 倍", ["3.5x"], ["3.6 倍"]),
+    ("about 3.5x faster", "快约 3.50 倍", ["3.5x"], ["3.50 倍"]),  # digits as written
+    ("about 3.5x faster", "快约 3.5 倍，即 3.5x", [], ["3.5 倍"]),  # a multiset: once only
+    ("4.7% of the rows", "4.7 倍的行", ["4.7%"], ["4.7 倍"]),  # a percentage is no factor
+    # 万, 亿, 万亿: by value, whether the English writes an exponent, separators or a word
+    ("2.6e10 FLOPs", "260 亿次浮点运算", [], []),
+    ("26,000,000,000 FLOPs", "260亿次浮点运算", [], []),
+    ("26 billion FLOPs", "260 亿次浮点运算", [], []),
+    ("1.5 million tokens", "150 万个词元", [], []),
+    ("29k pairs and 1.9e+14 FLOPs", "2.9 万对，190 万亿次浮点运算", [], []),
+    ("30,000 parameters", "3 万个参数", [], []),
+    ("2.6e10 FLOPs", "26 亿次浮点运算", ["2.6e10"], ["26 亿"]),  # off by ten
+    ("2.6e10 FLOPs", "2.6 亿次浮点运算", ["2.6e10"], ["2.6 亿"]),
+    ("26,312,000,000 FLOPs", "约 263 亿次", ["26,312,000,000"], ["263 亿"]),  # rounded
+    ("1.5 million tokens", "15 万个词元", ["1.5"], ["15 万"]),
+    ("260 hours", "260 亿小时", ["260"], ["260 亿"]),  # never by the digits alone
+    ("260 million", "260 亿", ["260"], ["260 亿"]),
+    ("4.7% of 30,000", "30,000 的 4.7%", [], []),  # everything else as before
+    ("8,744 windows", "8744 个窗口", ["8,744"], ["8744"]),
+])
+def test_chinese_forms_of_a_number(english, translated, missing, extra):
+    assert number_differences(english, translated) == (missing, extra)
 
 
 def test_untranslated_messages_are_left_to_the_staleness_test():

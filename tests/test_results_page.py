@@ -5,7 +5,9 @@ Tests the Sphinx extension in book/_ext/ (``results_claims``) as plain Python, t
 book is built), and small Sphinx builds that use the directives the way the book does: in
 English, in Chinese (every claim has its Chinese words, the generated text comes from the
 extension's Chinese templates) and with the gettext builder (no generated text becomes a
-catalogue message).
+catalogue message). Each claim's Chinese records the English it translates (``zh.source``, a
+hash of the English words): a change to the English fails here until the Chinese is checked
+and the hash updated, as a changed ``msgid`` does for the catalogues.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import results_claims as rc  # noqa: E402
 import results_format as rf  # noqa: E402
-from test_prose_numbers import message_numbers, quoted_numbers  # noqa: E402
+from test_prose_numbers import number_differences, quoted_numbers  # noqa: E402
 
 CLAIMS = ROOT / "book" / "claims.yml"
 RESULTS = ROOT / "book" / "results"
@@ -65,8 +67,9 @@ def test_no_number_is_typed_on_the_results_page():
     the intervals excepted)."""
     allowed = {"95%"}
     for path in (ROOT / "book" / "results.md", CLAIMS):
-        typed = [q for q, _ in quoted_numbers(path.read_text(encoding="utf-8"))
-                 if q not in allowed]
+        text = path.read_text(encoding="utf-8")
+        text = re.sub(r'source: "[0-9a-f]+"', "source:", text)  # hashes, not numbers
+        typed = [q for q, _ in quoted_numbers(text) if q not in allowed]
         assert typed == [], f"{path.name} types numbers by hand: {typed}"
 
 
@@ -83,13 +86,68 @@ def test_every_claim_has_its_chinese_text_with_the_same_numbers():
                                         ("metric", zh.metric, en.metric),
                                         ("ours", zh.ours.label, en.ours.label),
                                         ("baseline", zh.baseline.label, en.baseline.label)]:
-            assert message_numbers(zh_text) == message_numbers(en_text), (
-                f"{where}: zh.{field} {zh_text!r} has numbers {message_numbers(zh_text)}, "
-                f"the English {en_text!r} has {message_numbers(en_text)}")
+            missing, extra = number_differences(en_text, zh_text)
+            assert not missing and not extra, (
+                f"{where}: zh.{field} {zh_text!r} lacks the numbers {missing} of the English "
+                f"{en_text!r} and has {extra} that it lacks")
             if field in ("claim", "metric"):
                 assert re.search("[\u4e00-\u9fff]", zh_text), f"{where}: zh.{field} is not Chinese"
         assert (zh.ours.value, zh.baseline.value, zh.verdict) == \
             (en.ours.value, en.baseline.value, en.verdict)
+
+
+def test_every_chinese_text_translates_the_current_english():
+    """zh.source is the hash of the English words the Chinese was checked against: when the
+    English claim, metric or a label changes, this fails until the Chinese is checked and
+    zh.source updated to the hash it prints."""
+    stale = rc.stale_translations(rc.load_claims(CLAIMS, "zh_CN"), "zh_CN")
+    assert not stale, (
+        f"{len(stale)} Chinese text(s) in book/claims.yml translate an older English: check "
+        "each against its English, then set its zh.source (quoted) to the new hash:\n  "
+        + "\n  ".join(stale))
+
+
+def test_source_hash_follows_the_english_words_only():
+    entry = claim(zh={**ZH, "source": "0" * 12})
+    same = rc.source_hash(entry)
+    assert len(same) == rc.SOURCE_HASH_LENGTH
+    assert rc.source_hash({**entry, "claim": " The model  against\nthe baseline. "}) == same
+    assert rc.source_hash({**entry, "zh": {**ZH, "claim": "另一句。"}}) == same
+    assert rc.source_hash({**entry, "better": "higher"}) == same  # not words to translate
+    changed = [claim(claim="The model against the old baseline."),
+               claim(metric="test RMSE"),
+               claim(ours={"label": "our model", "key": "metrics.mae_model"}),
+               claim(baseline={"label": "ridge", "key": "metrics.mae_base"})]
+    assert len({same} | {rc.source_hash(c) for c in changed}) == 5
+
+
+def test_a_stale_chinese_text_is_found(tmp_path):
+    import yaml
+
+    current = claim(zh={**ZH, "source": rc.source_hash(claim())})
+    edited = {**current, "claim": "The model against a new baseline."}  # zh not updated
+    unstamped = claim(zh=ZH)
+    path = tmp_path / "claims.yml"
+    path.write_text(yaml.safe_dump([current, edited, unstamped], allow_unicode=True),
+                    encoding="utf-8")
+    entries = rc.load_claims(path, "zh_CN")  # source is allowed in the build
+    stale = rc.stale_translations(entries, "zh_CN")
+    assert [line.split(",")[0] for line in stale] == ["claim 2 (05_demo)", "claim 3 (05_demo)"]
+    assert rc.source_hash(edited) in stale[0] and "has no source" in stale[1]
+    assert rc.stale_translations(entries[:1], "zh_CN") == []
+    r = rc.bind(entries[0], {"05_demo": CARD}, "zh_CN")  # and binds as before
+    assert (r.claim, r.ours.label) == (ZH["claim"], ZH["ours"])
+
+
+@pytest.mark.parametrize("source", [123456789012, "abc", "ABCDEF012345", "0" * 13])
+def test_a_malformed_source_is_refused(tmp_path, source):
+    import yaml
+
+    path = tmp_path / "claims.yml"
+    path.write_text(yaml.safe_dump([claim(zh={**ZH, "source": source})], allow_unicode=True),
+                    encoding="utf-8")
+    with pytest.raises(rc.ClaimError, match="zh.source must be the quoted hash"):
+        rc.load_claims(path)
 
 
 def test_seed_sentence_names_every_card_with_several_seeds():
@@ -229,7 +287,7 @@ def test_every_language_has_every_template_with_the_same_placeholders():
             language, sorted(set(english) ^ set(templates)))
         for key, template in templates.items():
             assert fields(template) == fields(english[key]), (language, key, template)
-            assert message_numbers(template) == message_numbers(english[key]), (language, key)
+            assert number_differences(english[key], template) == ([], []), (language, key)
     assert rf.language_key("zh_CN") == "zh" and rf.language_key(None) == "en"
     with pytest.raises(ValueError, match="no texts for language 'fr'.*TEXTS in "
                        "book/_ext/results_format.py"):
@@ -353,7 +411,10 @@ def test_directives_build_a_page_with_table_and_figure(tmp_path, close_figures):
 
 
 def test_the_chinese_page_is_generated_in_chinese(tmp_path, close_figures):
-    page = _build(_site(tmp_path, [claim(zh=ZH)], [CARD], language="zh_CN"), tmp_path)
+    source = rc.source_hash(claim())  # zh.source, as in book/claims.yml: read, not shown
+    page = _build(_site(tmp_path, [claim(zh={**ZH, "source": source})], [CARD],
+                        language="zh_CN"), tmp_path)
+    assert source not in page
     for text in ("模型对比基线。", "测试集 MAE，越低越好", "领先", "差值的 95% 区间不包含 0",
                  "差值 -0.05，95% 区间 [-0.07, -0.03]", "3 个随机种子的均值", "章节", "结论",
                  "05_demo（seeds = 3）", "cpu 上用时 10 秒", "这里还没有结果卡片",

@@ -24,12 +24,16 @@ edition) every generated word comes from that language's templates in ``results_
 and every claim's words from its translation in claims.yml (``zh: {claim, metric, ours,
 baseline}``, optionally ``names`` for the model names a card records, e.g. the one chosen
 on validation); a claim without it stops the build of that edition. None of it goes into the
-gettext catalogue.
+gettext catalogue. Like a catalogue's ``msgid``, ``zh.source`` records which English the
+Chinese translates: a short hash of the claim's English words (``source_hash``); the build
+ignores it, and tests/test_results_page.py fails when the English changed and the hash did
+not (``stale_translations``).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import json
@@ -64,7 +68,9 @@ INTERVAL_COLOR = "#56B4E9"  # sky blue
 # `name` key ({"gradient boosting": "梯度提升"}; a name not in it is shown as the card has it).
 TRANSLATIONS = sorted(set(TEXTS) - {"en"})
 TRANSLATED_FIELDS = {"claim", "metric", "ours", "baseline"}  # ours/baseline: their labels
-OPTIONAL_TRANSLATED_FIELDS = {"names"}
+# names: model names (above); source: the hash of the English it translates (source_hash)
+OPTIONAL_TRANSLATED_FIELDS = {"names", "source"}
+SOURCE_HASH_LENGTH = 12
 CLAIM_FIELDS = {"notebook", "claim", "metric", "better", "ours", "baseline", "interval",
                 *TRANSLATIONS}
 SIDE_FIELDS = {"label", "name", "key", "spread", "seeds", "ratio"}
@@ -154,7 +160,14 @@ def load_claims(path: Path, language: str | None = None) -> list[dict]:
                 continue
             text = entry[key]
             names = text.get("names", {}) if isinstance(text, dict) else None
-            words = {k: v for k, v in text.items() if k != "names"} if names is not None else {}
+            words = ({k: v for k, v in text.items() if k not in OPTIONAL_TRANSLATED_FIELDS}
+                     if names is not None else {})
+            source = text.get("source") if isinstance(text, dict) else None
+            if source is not None and not (isinstance(source, str) and re.fullmatch(
+                    f"[0-9a-f]{{{SOURCE_HASH_LENGTH}}}", source)):
+                raise ClaimError(f"{where}: {key}.source must be the quoted hash of the "
+                                 f"English words, {SOURCE_HASH_LENGTH} hex digits (now "
+                                 f"{source_hash(entry)!r}); got {source!r}")
             if (names is None or set(words) != TRANSLATED_FIELDS
                     or not all(isinstance(v, str) and v.strip() for v in words.values())
                     or not isinstance(names, dict)
@@ -164,6 +177,42 @@ def load_claims(path: Path, language: str | None = None) -> list[dict]:
                                  f"{sorted(TRANSLATED_FIELDS)}, each non-empty, and optionally "
                                  f"names (model name -> its {key} name); got {text!r}")
     return entries
+
+
+def english_words(entry: dict) -> dict[str, str]:
+    """The English words of a claim that its translations translate, spaces normalised
+    (YAML may fold a line differently without changing a word)."""
+    return {field: " ".join(str(value).split()) for field, value in [
+        ("claim", entry["claim"]), ("metric", entry["metric"]),
+        ("ours", entry["ours"]["label"]), ("baseline", entry["baseline"]["label"])]}
+
+
+def source_hash(entry: dict) -> str:
+    """A short hash of a claim's English words (claim, metric, the two labels): what its
+    translation's ``source`` holds, so that a change to the English shows."""
+    words = english_words(entry)
+    text = "\n".join(words[field] for field in ("claim", "metric", "ours", "baseline"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:SOURCE_HASH_LENGTH]
+
+
+def stale_translations(entries: list[dict], language: str) -> list[str]:
+    """One line per claim whose ``language`` text has no ``source`` or one that is not the
+    hash of today's English: the English changed after it was translated (check the
+    translation, then set ``source`` to the hash this line gives)."""
+    lang = language_key(language)
+    out = []
+    for i, entry in enumerate(entries, start=1):
+        text = entry.get(lang)
+        if not isinstance(text, dict):
+            continue  # load_claims reports a missing translation
+        expected, recorded = source_hash(entry), text.get("source")
+        if recorded != expected:
+            state = (f"{lang} has no source" if recorded is None
+                     else f"{lang}.source is {recorded!r}")
+            out.append(f"claim {i} ({entry.get('notebook', '?')}), "
+                       f"{english_words(entry)['claim'][:60]!r}: {state}; the English now "
+                       f"hashes to {expected!r}")
+    return out
 
 
 # ------------------------------------------------------------------------ binding and verdict
