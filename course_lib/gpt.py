@@ -250,12 +250,14 @@ def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
                         betas=(0.9, 0.95)) -> torch.optim.AdamW:
     """AdamW with weight decay on the weight matrices of the blocks only.
 
-    Embeddings (and so the tied head), LayerNorm parameters and biases are not decayed, as
-    in GPT-2 and minGPT.
+    Embeddings (tokens, positions, and so the tied head), LayerNorm parameters and biases are
+    not decayed, as in GPT-2 and minGPT; an embedding is known by its module type, not its name.
     """
+    kept = {id(p) for m in model.modules() if isinstance(m, (nn.Embedding, nn.LayerNorm))
+            for p in m.parameters(recurse=False)}
     decay, no_decay = [], []
-    for name, p in model.named_parameters():  # a tied weight is listed once
-        (decay if p.dim() >= 2 and "embedding" not in name else no_decay).append(p)
+    for p in model.parameters():  # a tied weight is listed once
+        (decay if p.dim() >= 2 and id(p) not in kept else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=betas)

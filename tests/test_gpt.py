@@ -294,6 +294,9 @@ def test_optimizer_decays_only_block_matrices():
     assert id(model.token_embedding.weight) not in decayed
     assert id(model.blocks[0].attn.q_proj.weight) in decayed
     assert id(model.blocks[0].attn.q_proj.bias) not in decayed
+    assert id(model.position.weight) not in decayed  # an embedding, whatever its name
+    assert id(model.blocks[0].norm1.weight) not in decayed
+    assert id(model.blocks[0].ffn.net[0].weight) in decayed
     n = sum(p.numel() for g in opt.param_groups for p in g["params"])
     assert n == sum(p.numel() for p in model.parameters())
 
