@@ -13,8 +13,10 @@ One module per idea, named after it. The models, in the order the chapters build
 - ``gpt``            chapter 7: a decoder-only language model, with a KV cache for decoding
 - ``lm``             chapter 7: training and scoring language models on a stream of ids
 - ``ngram``          chapter 7's count baselines: unigram, add-k bigram, Kneser-Ney
+- ``heads``          chapter 7: what heads learned: induction and previous-token scores, ablation
 - ``text``           tokenizers (word level, byte-level BPE), vocabularies, next-token windows
 - ``decoding``       greedy, beam search and sampling, for the GPT and the translator alike
+- ``textscores``     generated text scored by something other than its model: n-gram perplexity
 - ``seq2seq``        chapter 9: the encoder-decoder translator (``Seq2SeqTransformer``)
 - ``seq2seq_tools``  its argument checks, initialisation, ``nn.Transformer`` weights, cached steps
 - ``losses``         label-smoothed cross-entropy
