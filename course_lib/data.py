@@ -10,6 +10,9 @@ loader             dataset                               returns
 ``load_cmn_eng``   Tatoeba English-Chinese pairs         DataFrame, 28,447 rows
 =================  ====================================  =========================================
 
+``load_pretrained_gpt()`` returns chapter 7's pretrained GPT, ``data/pretrained/gpt_imdb.pt``,
+which ``scripts/pretrain_gpt.py`` made (its card: ``book/results/pretrain/gpt_imdb.json``).
+
 The files live in ``runtime.data_dir()`` (``$COURSE_DATA_DIR`` if set, else ``data/`` in the
 repository). Their expected sha256 sums are in ``SHA256`` below, the same as ``data/SHA256SUMS``.
 Before a loader reads a file it hashes it (once per process: the result is cached by path,
@@ -51,6 +54,7 @@ __all__ = [
     "load_imdb",
     "load_multi30k",
     "load_cmn_eng",
+    "load_pretrained_gpt",
 ]
 
 # --------------------------------------------------------------------------- the files
@@ -77,6 +81,7 @@ SHA256: dict[str, str] = {
     "multi30k/train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "multi30k/val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
     "multi30k/val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "pretrained/gpt_imdb.pt": "096e340cf7c4c190ef5423b605f19bbeeb05cb321e19ffe049e53cecc047d819",
 }
 
 BEIJING_FILE = "beijing_pm25/PRSA_data_2010.1.1-2014.12.31.csv"
@@ -101,7 +106,11 @@ def _restore_hint(relpath: str) -> str:
         "  - or set COURSE_DATA_DIR to a folder holding an intact copy of the course's data/ "
         f"({where})\n"
         "  - on Colab, re-run the notebook's first cell, which fetches the course and its data.\n"
-        "Check every file with course_lib.data.verify_all(), or `sha256sum -c SHA256SUMS` "
+        + ("  - or make it again: python scripts/pretrain_gpt.py --stage train (about an hour "
+           "on 2 CPU cores; the weights then differ in their last bits, and so does the "
+           "sha256 to put in course_lib.data.SHA256 and data/SHA256SUMS)\n"
+           if relpath.startswith("pretrained/") else "")
+        + "Check every file with course_lib.data.verify_all(), or `sha256sum -c SHA256SUMS` "
         "in the data folder."
     )
 
@@ -414,3 +423,19 @@ def load_cmn_eng(remove_zero_width: bool = True) -> pd.DataFrame:
         df["zh"] = df["zh"].str.replace("\u200b", "", regex=False)
         df["en"] = df["en"].str.replace("\u200b", "", regex=False)
     return df
+
+
+# --------------------------------------------------------------------------- pretrained models
+PRETRAINED_GPT = "pretrained/gpt_imdb.pt"
+
+
+def load_pretrained_gpt(map_location="cpu"):
+    """Chapter 7's pretrained GPT and everything saved with it: ``(model, saved)``.
+
+    ``saved["tokenizer"]`` is the BPE (``text.BPETokenizer.from_json``) whose ids the model
+    reads; ``saved["final_val_ppl"]`` its validation perplexity at the end of pretraining.
+    The file's sha256 is checked first, like every data file's.
+    """
+    from .gpt import load  # here, not at the top: gpt needs nothing from data
+
+    return load(data_file(PRETRAINED_GPT), map_location=map_location)
