@@ -20,6 +20,7 @@ pieces, so there is no ``<unk>`` and ``decode(encode(text)) == text``:
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -266,9 +267,39 @@ class BPETokenizer:
 
     @classmethod
     def from_json(cls, saved: str) -> BPETokenizer:
+        """The tokenizer ``to_json`` wrote, with any ``tokenizers`` the course supports.
+
+        ``tokenizers`` 0.20 and later write each merge as a pair ``["a", "b"]``; older
+        versions read only ``"a b"``. If this version cannot read the file as it is, the
+        merges are rewritten in the old form (byte-level pieces hold no spaces) and read again.
+        """
         from tokenizers import Tokenizer
 
-        return cls(Tokenizer.from_str(saved))
+        try:
+            return cls(Tokenizer.from_str(saved))
+        except Exception as error:  # tokenizers raises a plain Exception here
+            legacy = legacy_merges_json(saved)
+            if legacy == saved:
+                raise
+            try:
+                return cls(Tokenizer.from_str(legacy))
+            except Exception:
+                raise error from None
+
+
+def legacy_merges_json(saved: str) -> str:
+    """``saved`` (a tokenizer's JSON) with its BPE merges written ``"a b"``, as ``tokenizers``
+    before 0.20 reads them; unchanged if they are already, or if a piece holds a space."""
+    data = json.loads(saved)
+    model = data.get("model") or {}
+    merges = model.get("merges")
+    if not merges or isinstance(merges[0], str):
+        return saved
+    if any(" " in piece for pair in merges for piece in pair):
+        return saved  # "a b" could not say where one piece ends
+    model["merges"] = [" ".join(pair) for pair in merges]
+    model.pop("ignore_merges", None)  # a newer field the old reader does not know
+    return json.dumps(data, ensure_ascii=False)
 
 
 def bits_per_byte(total_nll_nats: float, texts: Iterable[str]) -> float:

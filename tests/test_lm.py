@@ -198,3 +198,17 @@ def test_train_rejects_a_schedule_that_is_not_a_function():
     with pytest.raises(TypeError, match="schedule must be a function"):
         lm.train(_tiny(), torch.arange(100) % 20, 2, batch_size=2, window=4, lr=1e-3,
                  schedule=0.5)
+
+
+def test_bpe_json_with_legacy_merges_reads_back_the_same(bpe):
+    """tokenizers before 0.20 read merges only as "a b": the rewritten JSON says the same."""
+    import json as _json
+
+    saved = bpe.to_json()
+    legacy = text.legacy_merges_json(saved)
+    merges = _json.loads(legacy)["model"]["merges"]
+    assert merges and all(isinstance(m, str) and len(m.split(" ")) == 2 for m in merges)
+    assert text.legacy_merges_json(legacy) == legacy  # already legacy: unchanged
+    again = text.BPETokenizer.from_json(legacy)
+    for t in TEXTS[:5]:
+        assert again.encode(t) == bpe.encode(t)
