@@ -1,0 +1,170 @@
+"""The learning rate of every rung of chapter 7's ladder, chosen on validation.
+
+    python scripts/ladder_search.py                                 # full (~35 min, 2 CPUs)
+    python scripts/ladder_search.py --profile smoke --out /tmp/ls   # seconds
+
+Every rung of ``course_lib.ladder.RUNGS`` trains, for each rate of a grid, exactly as
+chapter 7 trains it: the same initial weights for every rate (seeded), the same batches for
+every rung, the same number of tokens, warm-up then cosine decay to 10 % of the rate. Each
+run is scored by validation perplexity on chapter 7's 100 validation reviews, at every
+quarter of the run (so the table shows how much the last quarter still improved). Where a
+rung's best rate lies on the edge of its grid, the grid is extended by a factor 2 on that
+side (at most three times), so every chosen rate is bracketed.
+
+Writes ``book/results/search/ladder_07.csv`` (one row per run) and ``ladder_07.json`` (the
+sizes, the machine, the script's SHA-256, and each rung's winner); chapter 7 reads the
+winners and trains them. The smoke profile writes under ``--out`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this repository's course_lib
+from course_lib import data, gpt, ladder, lm, runtime, text  # noqa: E402
+from course_lib import precision as precisions  # noqa: E402
+
+NAME = "ladder_07"
+SEED = 0
+SIZES = {
+    "full": dict(vocab_size=4096, window=64, stride=32, d_model=128, num_heads=4,
+                 num_layers=4, batch_size=32, steps=850, warmup_steps=40,
+                 lr_grid=(1e-3, 2e-3, 4e-3), val_reviews=100, train_reviews=None),
+    "smoke": dict(vocab_size=400, window=16, stride=8, d_model=32, num_heads=2,
+                  num_layers=2, batch_size=8, steps=8, warmup_steps=2,
+                  lr_grid=(2e-3, 4e-3, 8e-3), val_reviews=8, train_reviews=300),
+}
+MAX_EXTENSIONS = 3
+
+
+def file_sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def prepare(sizes: dict) -> dict:
+    """Chapter 7's data: its training reviews, its BPE, its validation reviews."""
+    splits = text.imdb_lm_splits(data.load_imdb("train"), data.load_imdb("test"),
+                                 val_fraction=0.1, seed=SEED)
+    rng = np.random.default_rng(SEED)  # chapter 7's draws, in chapter 7's order
+
+    def take(df, n):
+        return df if n is None or n >= len(df) else df.iloc[np.sort(rng.choice(len(df), n,
+                                                                                 replace=False))]
+
+    train = list(take(splits["train"], sizes["train_reviews"])["review"])
+    val = list(take(splits["val"], sizes["val_reviews"])["review"])
+    bpe = text.BPETokenizer.train(train, vocab_size=sizes["vocab_size"])
+    return dict(bpe=bpe, stream=lm.token_stream(bpe.encode_batch(train, add_bos=True)),
+                val_ids=bpe.encode_batch(val, add_bos=True))
+
+
+def train_rung(rung, lr, sizes, prepared, device, prec):
+    """One run: returns its history (validation perplexity at every quarter) and the model."""
+    steps = sizes["steps"]
+    torch.manual_seed(SEED)  # the same initial weights for every rate of a rung
+    model = ladder.build(rung, len(prepared["bpe"]), sizes["window"], sizes["d_model"],
+                         sizes["num_heads"], sizes["num_layers"])
+
+    def evaluate(m):
+        nll = lm.target_nll(m, prepared["val_ids"], sizes["window"], sizes["stride"],
+                            device=device)
+        return {"val_ppl": float(math.exp(nll.mean()))}
+
+    history = lm.train(model, prepared["stream"], steps, batch_size=sizes["batch_size"],
+                       window=sizes["window"], lr=lr, warmup_steps=sizes["warmup_steps"],
+                       schedule=gpt.warmup_cosine(sizes["warmup_steps"], steps, 0.1),
+                       checkpoints=[steps // 4, steps // 2, 3 * steps // 4], evaluate=evaluate,
+                       seed=SEED, device=device, desc=f"{rung}, lr {lr:g}", precision=prec)
+    return history, model
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", choices=sorted(SIZES), default="full")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for the table (required unless --profile full)")
+    parser.add_argument("--rungs", nargs="*", default=None, help="only these rungs")
+    args = parser.parse_args(argv)
+    if args.profile != "full" and args.out is None:
+        parser.error(f"--profile {args.profile} writes nowhere in the repository: name --out")
+    sizes = SIZES[args.profile]
+    out = ROOT / "book" / "results" / "search" if args.profile == "full" else args.out
+    runtime.set_seed(SEED)
+    device = runtime.get_device()
+    threads = runtime.set_threads()
+    prec = precisions.choose(device, "fp32" if args.profile == "smoke" else None,
+                             probe_step={"batch": sizes["batch_size"], "length": sizes["window"],
+                                         "vocab": sizes["vocab_size"],
+                                         "d_model": sizes["d_model"],
+                                         "layers": sizes["num_layers"]})
+    print(f"{NAME} ({args.profile}): {device}, {threads} threads, {prec}", flush=True)
+    t0 = time.perf_counter()
+    prepared = prepare(sizes)
+    rows, extended = [], []
+
+    def run(rung, lr):
+        t = time.perf_counter()
+        hist, model = train_rung(rung, lr, sizes, prepared, device, prec)
+        v = hist["val_ppl"].tolist()
+        row = {"rung": rung, "lr": lr, "steps": sizes["steps"],
+               "tokens": int(hist["tokens"].iloc[-1]),
+               "params": sum(p.numel() for p in model.parameters()),
+               "val_ppl_q1": round(v[0], 3), "val_ppl_q2": round(v[1], 3),
+               "val_ppl_q3": round(v[2], 3), "val_ppl": round(v[-1], 3),
+               "last_quarter_gain": round(1 - v[-1] / v[2], 4),
+               "train_loss_last": round(float(hist["train_loss"].iloc[-1]), 4),
+               "train_seconds": round(float(hist["seconds"].iloc[-1]), 1),
+               "seconds": round(time.perf_counter() - t, 1), "seed": SEED}
+        print(f"  {rung} lr {lr:g}: val ppl {row['val_ppl']:.2f} (quarters {v[0]:.1f}, "
+              f"{v[1]:.1f}, {v[2]:.1f}); {row['seconds']:.0f} s", flush=True)
+        rows.append(row)
+        return row["val_ppl"]
+
+    winners = {}
+    for rung in args.rungs or ladder.RUNGS:
+        grid = {lr: run(rung, lr) for lr in sizes["lr_grid"]}
+        for _ in range(MAX_EXTENSIONS):  # bracket the best rate: extend past an edge
+            best = min(grid, key=grid.get)
+            if best == min(grid):
+                new = best / 2
+            elif best == max(grid):
+                new = best * 2
+            else:
+                break
+            extended.append({"rung": rung, "lr": new})
+            grid[new] = run(rung, new)
+        best = min(grid, key=grid.get)
+        winners[rung] = {"lr": best, "val_ppl": grid[best],
+                         "lr_bracketed": bool(min(grid) < best < max(grid))}
+    table = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / f"{NAME}.csv"
+    table.to_csv(csv_path, index=False)
+    meta = {"name": NAME, "profile": args.profile, "seed": SEED,
+            "sizes": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()},
+            "schedule": f"linear warm-up over {sizes['warmup_steps']} steps, cosine decay to "
+                        "10 % of the rate",
+            "extended": extended, "winners": winners,
+            "device": str(device), "cpu": precisions.cpu_model(), "threads": threads,
+            "torch": torch.__version__, "precision": prec.card_name,
+            "minutes": round((time.perf_counter() - t0) / 60, 1),
+            "script_sha256": file_sha256(__file__), "table_sha256": file_sha256(csv_path)}
+    (out / f"{NAME}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(table.to_string(index=False))
+    print(json.dumps(winners, indent=1), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
