@@ -1,6 +1,6 @@
 """The learning rate of every rung of chapter 7's ladder, chosen on validation.
 
-    python scripts/ladder_search.py                                 # full (~35 min, 2 CPUs)
+    python scripts/ladder_search.py                                 # full (~30 min, 2 CPUs)
     python scripts/ladder_search.py --profile smoke --out /tmp/ls   # seconds
 
 Every rung of ``course_lib.ladder.RUNGS`` trains, for each rate of a grid, exactly as
@@ -39,7 +39,7 @@ NAME = "ladder_07"
 SEED = 0
 SIZES = {
     "full": dict(vocab_size=4096, window=64, stride=32, d_model=128, num_heads=4,
-                 num_layers=4, batch_size=32, steps=850, warmup_steps=40,
+                 num_layers=4, batch_size=32, steps=600, warmup_steps=30,
                  lr_grid=(1e-3, 2e-3, 4e-3), val_reviews=100, train_reviews=None),
     "smoke": dict(vocab_size=400, window=16, stride=8, d_model=32, num_heads=2,
                   num_layers=2, batch_size=8, steps=8, warmup_steps=2,
