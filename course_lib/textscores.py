@@ -2,6 +2,7 @@
 
     kn = ngram.KneserNey(V, order=3).fit(*ngram.sequence_ngrams(train_ids, 3, bos))
     ngram_perplexity(sample_ids, kn, order=3, start_id=bos)   # do counts find it plausible?
+    judge = fit_judge(judge_ids, val_ids, V, bos)  # a 5-gram on texts neither model read
     known = word_set(train_texts)
     unseen_word_share(samples, known)     # words never seen in training: made-up words
     distinct_n(samples, 2)                # different bigrams / all bigrams, pooled
@@ -87,6 +88,24 @@ def ngram_perplexity(sample_ids, kn_model: KneserNey, order: int, *, start_id: i
         raise ValueError(f"nothing to score: no sample has a token at position >= "
                          f"{score_from} (lengths {[len(s) for s in samples][:5]}...)")
     return kn_model.perplexity(context[keep], nxt[keep])
+
+
+def fit_judge(judge_ids, val_ids, vocab_size: int, start_id: int, order: int = 5,
+              discounts=(0.7, 0.8, 0.9, 0.95)) -> KneserNey:
+    """A Kneser-Ney model of ``order`` fitted on ``judge_ids``, its discount chosen on ``val_ids``.
+
+    A judge of samples: fit it on reviews that neither the models being judged nor their
+    n-gram baselines were trained on (chapters 7 and 8 use the official test split's reviews
+    outside chapter 7's test reviews), so that no contestant is scored by its own counts.
+    """
+    if not isinstance(vocab_size, int) or vocab_size < 2:
+        raise ValueError(f"vocab_size must be an int >= 2, got {vocab_size!r}")
+    if not discounts or any(not 0 < d < 1 for d in discounts):
+        raise ValueError(f"discounts must be values in (0, 1), got {discounts!r}")
+    fitted = KneserNey(vocab_size, order=order).fit(*sequence_ngrams(judge_ids, order,
+                                                                     start_id))
+    val = sequence_ngrams(val_ids, order, start_id)
+    return min((fitted.with_discount(d) for d in discounts), key=lambda m: m.perplexity(*val))
 
 
 def distinct_n(texts_or_token_lists, n: int) -> float:

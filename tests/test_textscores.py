@@ -9,6 +9,7 @@ import torch
 from course_lib import decoding
 from course_lib.ngram import KneserNey, sequence_ngrams
 from course_lib.textscores import (
+    fit_judge,
     distinct_n,
     ngram_perplexity,
     repetition_rate,
@@ -134,3 +135,24 @@ def test_repetition_rate_by_hand():
         repetition_rate(torch.zeros(2, 3, dtype=torch.long), 2)
     with pytest.raises(TypeError, match="text or a sequence"):
         repetition_rate(3.5, 2)
+
+
+def test_fit_judge_picks_the_discount_that_scores_validation_best():
+    rng = np.random.default_rng(0)
+    judge_ids = [list(rng.integers(1, 12, size=40)) for _ in range(30)]
+    val_ids = [list(rng.integers(1, 12, size=30)) for _ in range(5)]
+    discounts = (0.3, 0.6, 0.9)
+    judge = fit_judge(judge_ids, val_ids, 12, 0, order=3, discounts=discounts)
+    fitted = KneserNey(12, order=3).fit(*sequence_ngrams(judge_ids, 3, 0))
+    val = sequence_ngrams(val_ids, 3, 0)
+    scores = {d: fitted.with_discount(d).perplexity(*val) for d in discounts}
+    assert judge.order == 3 and judge.D == min(scores, key=scores.get)
+    assert judge.perplexity(*val) == pytest.approx(min(scores.values()))
+
+
+def test_fit_judge_bad_inputs():
+    ids = [[1, 2, 3, 4]] * 3
+    with pytest.raises(ValueError, match="discounts"):
+        fit_judge(ids, ids, 8, 0, order=2, discounts=(0.5, 1.5))
+    with pytest.raises(ValueError, match="vocab_size"):
+        fit_judge(ids, ids, 1, 0, order=2)
