@@ -55,11 +55,12 @@ class CausalSelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Per position: Linear(d, d_ff) -> GELU -> Linear(d_ff, d)."""
+    """Per position: Linear(d, d_ff) -> GELU -> (dropout) -> Linear(d_ff, d)."""
 
-    def __init__(self, d, d_ff):
+    def __init__(self, d, d_ff, dropout=0.0):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
+        self.net = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(d_ff, d))
 
     def forward(self, x):                                    # [B, L, d] -> [B, L, d]
         return self.net(x)

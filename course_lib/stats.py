@@ -354,6 +354,46 @@ def fit_power_law(x, y) -> PowerLaw:
     return PowerLaw(float(np.exp(intercept)), float(-slope))
 
 
+def power_law_backtest(x, y, floors=(0.0,), fit_fraction: float = 0.5,
+                       target: float | None = None):
+    """Fit y = E + a x^(-b) to the first ``fit_fraction`` of the points, for each floor E,
+    and compare its predictions with the points it did not see (a backtest).
+
+    One row per floor: ``floor``, ``a``, ``b``, ``fit_points``, ``predicted_last`` and
+    ``measured_last`` (y at the last x), ``mean_abs_error`` over the held-out points, and,
+    with ``target``, ``target_x``: the x at which the fitted curve reaches ``target`` (inf
+    when it never does, e.g. a target at or below the floor): an extrapolation.
+    Points are taken in the order of ``x``; at least 2 must be fitted and 1 held out.
+    """
+    import pandas as pd
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"x and y must be 1-D of the same length, got {x.shape}, {y.shape}")
+    if not 0 < fit_fraction < 1:
+        raise ValueError(f"fit_fraction must be in (0, 1), got {fit_fraction!r}")
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    n_fit = int(round(fit_fraction * len(x)))
+    if n_fit < 2 or n_fit >= len(x):
+        raise ValueError(f"{len(x)} points with fit_fraction {fit_fraction} leave {n_fit} to "
+                         "fit: need at least 2 fitted and 1 held out")
+    rows = []
+    for floor in floors:
+        if np.any(y[:n_fit] <= floor):
+            raise ValueError(f"floor {floor} is not below every fitted y (min "
+                             f"{y[:n_fit].min():.4g}): choose floors under the curve")
+        law = fit_power_law(x[:n_fit], y[:n_fit] - floor)
+        predicted = floor + law(x[n_fit:])
+        row = {"floor": float(floor), "a": law.a, "b": law.b, "fit_points": n_fit,
+               "predicted_last": float(predicted[-1]), "measured_last": float(y[-1]),
+               "mean_abs_error": float(np.mean(np.abs(predicted - y[n_fit:])))}
+        if target is not None:
+            row["target_x"] = law.solve(target - floor) if target > floor else float("inf")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def power_law_crossing(x, y, target: float, n_resamples: int = 2000, level: float = 0.95,
                        seed: int = 0) -> tuple[PowerLaw, Interval]:
     """Fit y = a x^(-b) and extrapolate the x where it reaches ``target``, with an interval.

@@ -9,7 +9,10 @@ every rung, the same number of tokens, warm-up then cosine decay to 10 % of the 
 run is scored by validation perplexity on chapter 7's 100 validation reviews, at every
 quarter of the run (so the table shows how much the last quarter still improved). Where a
 rung's best rate lies on the edge of its grid, the grid is extended by a factor 2 on that
-side (at most three times), so every chosen rate is bracketed.
+side (at most five times), so every chosen rate is bracketed.
+
+``--rungs NAME ...`` searches those rungs only and merges them into the committed table; a
+run already in the table (the same rung, rate and sizes) is reused, not trained again.
 
 Writes ``book/results/search/ladder_07.csv`` (one row per run) and ``ladder_07.json`` (the
 sizes, the machine, the script's SHA-256, and each rung's winner); chapter 7 reads the
@@ -45,7 +48,7 @@ SIZES = {
                   num_layers=2, batch_size=8, steps=8, warmup_steps=2,
                   lr_grid=(2e-3, 4e-3, 8e-3), val_reviews=8, train_reviews=300),
 }
-MAX_EXTENSIONS = 3
+MAX_EXTENSIONS = 5
 
 
 def file_sha256(path) -> str:
@@ -111,9 +114,21 @@ def main(argv=None) -> int:
     print(f"{NAME} ({args.profile}): {device}, {threads} threads, {prec}", flush=True)
     t0 = time.perf_counter()
     prepared = prepare(sizes)
-    rows, extended = [], []
+    rows, extended, old = [], [], None
+    csv_path, json_path = out / f"{NAME}.csv", out / f"{NAME}.json"
+    if args.rungs and csv_path.exists():  # merge into the committed table
+        old = pd.read_csv(csv_path)
+        meta_old = json.loads(json_path.read_text())
+        extended = [e for e in meta_old["extended"] if e["rung"] not in args.rungs]
 
     def run(rung, lr):
+        if old is not None:
+            same = old[(old["rung"] == rung) & np.isclose(old["lr"], lr)
+                       & (old["steps"] == sizes["steps"])]
+            if len(same):
+                rows.append(same.iloc[0].to_dict())
+                print(f"  {rung} lr {lr:g}: reused, val ppl {same['val_ppl'].iloc[0]:.2f}")
+                return float(same["val_ppl"].iloc[0])
         t = time.perf_counter()
         hist, model = train_rung(rung, lr, sizes, prepared, device, prec)
         v = hist["val_ppl"].tolist()
@@ -148,8 +163,15 @@ def main(argv=None) -> int:
         winners[rung] = {"lr": best, "val_ppl": grid[best],
                          "lr_bracketed": bool(min(grid) < best < max(grid))}
     table = pd.DataFrame(rows)
+    if old is not None:  # the other rungs' rows and winners as committed
+        table = pd.concat([old[~old["rung"].isin(args.rungs)], table], ignore_index=True)
+        winners = {**{k: v for k, v in meta_old["winners"].items() if k not in args.rungs},
+                   **winners}
+    order = {r: i for i, r in enumerate(ladder.RUNGS)}
+    table = table.sort_values(["rung", "lr"], key=lambda c: c.map(order) if c.name == "rung"
+                              else c).reset_index(drop=True)
+    winners = {r: winners[r] for r in ladder.RUNGS if r in winners}
     out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / f"{NAME}.csv"
     table.to_csv(csv_path, index=False)
     meta = {"name": NAME, "profile": args.profile, "seed": SEED,
             "sizes": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()},
@@ -158,9 +180,10 @@ def main(argv=None) -> int:
             "extended": extended, "winners": winners,
             "device": str(device), "cpu": precisions.cpu_model(), "threads": threads,
             "torch": torch.__version__, "precision": prec.card_name,
-            "minutes": round((time.perf_counter() - t0) / 60, 1),
+            "minutes": round((time.perf_counter() - t0) / 60
+                             + (meta_old["minutes"] if old is not None else 0), 1),
             "script_sha256": file_sha256(__file__), "table_sha256": file_sha256(csv_path)}
-    (out / f"{NAME}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    json_path.write_text(json.dumps(meta, indent=1) + "\n")
     print(table.to_string(index=False))
     print(json.dumps(winners, indent=1), flush=True)
     return 0

@@ -316,3 +316,28 @@ def test_autocorrelation_bad_inputs():
         stats.autocorrelation(np.ones((3, 3)), 1)
     with pytest.raises(ValueError, match="constant"):
         stats.autocorrelation(np.ones(10), 2)
+
+
+def test_power_law_backtest_recovers_a_law_with_a_floor_and_predicts_the_rest():
+    x = np.geomspace(1e3, 1e6, 12)
+    y = 2.0 + 50.0 * x ** -0.3
+    table = stats.power_law_backtest(x, y, floors=(0.0, 2.0), fit_fraction=0.5, target=2.5)
+    exact = table.set_index("floor").loc[2.0]
+    assert exact["b"] == pytest.approx(0.3) and exact["a"] == pytest.approx(50.0)
+    assert exact["mean_abs_error"] < 1e-9 and exact["predicted_last"] == pytest.approx(y[-1])
+    assert exact["target_x"] == pytest.approx((50.0 / 0.5) ** (1 / 0.3))
+    no_floor = table.set_index("floor").loc[0.0]
+    assert no_floor["mean_abs_error"] > 1e-3, "the wrong floor predicts the held-out points worse"
+    assert exact["fit_points"] == 6
+
+
+def test_power_law_backtest_bad_inputs():
+    x, y = np.arange(1.0, 9.0), np.linspace(5.0, 4.0, 8)
+    with pytest.raises(ValueError, match="floor"):
+        stats.power_law_backtest(x, y, floors=(4.8,))
+    with pytest.raises(ValueError, match="fit_fraction"):
+        stats.power_law_backtest(x, y, fit_fraction=1.0)
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.power_law_backtest(x[:2], y[:2], fit_fraction=0.5)
+    assert stats.power_law_backtest(x, y, floors=(0.0,), target=0.0)["target_x"].iloc[0] == \
+        float("inf")
