@@ -79,6 +79,27 @@ def _check_top_p(p) -> None:
         raise ValueError(f"top_p must be in (0, 1] (the probability mass kept), got {p!r}")
 
 
+def _check_generator(generator, rows: int) -> None:
+    if generator is None or isinstance(generator, torch.Generator):
+        return
+    if isinstance(generator, (list, tuple)) and all(isinstance(g, torch.Generator)
+                                                    for g in generator):
+        if len(generator) != rows:
+            raise ValueError(f"generator: one torch.Generator per row of the prefix, "
+                             f"{rows} of them, got {len(generator)}")
+        return
+    raise TypeError(f"generator must be None, a torch.Generator or a list of them (one per "
+                    f"row), got {type(generator).__name__}")
+
+
+def _draw(probs: torch.Tensor, generator) -> torch.Tensor:
+    """One token per row of probs [B, V] -> [B]; a list of generators draws row by row."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    return torch.cat([torch.multinomial(row[None], 1, generator=g)[0]
+                      for row, g in zip(probs, generator, strict=True)])
+
+
 def _logits(step_fn: StepFn, tokens: torch.Tensor) -> torch.Tensor:
     logits = step_fn(tokens)
     ok = isinstance(logits, torch.Tensor) and logits.dim() == 2
@@ -171,12 +192,15 @@ def greedy_decode(step_fn: StepFn, prefix: torch.Tensor, max_new_tokens: int,
 @torch.no_grad()
 def sample(step_fn: StepFn, prefix: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
-           generator: torch.Generator | None = None, pad_id: int | None = None) -> torch.Tensor:
+           generator: torch.Generator | list[torch.Generator] | None = None,
+           pad_id: int | None = None) -> torch.Tensor:
     """Draw each next token from softmax(logits / temperature), cut to top-k and/or top-p.
 
     prefix: LongTensor [B, L0] -> LongTensor [B, L0 + T], T <= max_new_tokens. Pass a seeded
-    ``torch.Generator`` (on the prefix's device) for reproducible draws. With both cuts, top-k
-    is applied first, then top-p on what remains.
+    ``torch.Generator`` (on the prefix's device) for reproducible draws, or a list of B of
+    them, one per row: then row b's draws come from ``generator[b]`` alone, so each row's
+    text is the same whatever the other rows of the batch. With both cuts, top-k is applied
+    first, then top-p on what remains.
     """
     _check_prefix(prefix)
     _check_int("max_new_tokens", max_new_tokens, 0)
@@ -187,6 +211,7 @@ def sample(step_fn: StepFn, prefix: torch.Tensor, max_new_tokens: int, temperatu
         _check_top_p(top_p)
     _check_token_id("eos_id", eos_id)
     _check_token_id("pad_id", pad_id)
+    _check_generator(generator, prefix.shape[0])
     pad = eos_id if pad_id is None else pad_id
     tokens = prefix
     finished = torch.zeros(prefix.shape[0], dtype=torch.bool, device=prefix.device)
@@ -197,7 +222,7 @@ def sample(step_fn: StepFn, prefix: torch.Tensor, max_new_tokens: int, temperatu
         if top_p is not None:
             logits = top_p_filter(logits, top_p)
         probs = torch.softmax(logits, dim=-1)
-        next_token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # [B]
+        next_token = _draw(probs, generator)  # [B]
         if eos_id is not None:
             next_token = next_token.masked_fill(finished, pad)
             finished = finished | (next_token == eos_id)

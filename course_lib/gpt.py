@@ -3,7 +3,8 @@
     config = GPTConfig(vocab_size=5003, max_len=33, d_model=256, num_heads=4, num_layers=2)
     model = GPT(config)
     logits = model(tokens)                   # [B, L] -> [B, L, V], causal
-    step_fn = model.step_fn()                # for course_lib.decoding (no cache)
+    logits = model(tokens, last_only=True)   # [B, 1, V]: the head at the last position only
+    step_fn = model.step_fn(last_only=True)  # for course_lib.decoding (no cache)
     step_fn = CachedStepFn(model)            # the same logits, reusing past keys and values
 
 The model: token embedding + learned positions -> ``num_layers`` Pre-Norm ``blocks.Block``
@@ -115,14 +116,20 @@ class GPT(nn.Module):
         pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # [L]
         return self.dropout(self.token_embedding(tokens) + self.position(pos))  # [B, L, d]
 
-    def forward(self, tokens):
-        """tokens [B, L] -> logits [B, L, V]; position i sees tokens 0..i only."""
+    def forward(self, tokens, last_only: bool = False):
+        """tokens [B, L] -> logits [B, L, V]; position i sees tokens 0..i only.
+
+        ``last_only=True``: the final LayerNorm and the head run at the last position only,
+        logits [B, 1, V], as generation needs (the blocks still run at every position).
+        """
         self._check_tokens(tokens)
         x = self.embed(tokens)  # [B, L, d]
         L = tokens.shape[1]
         for block in self.blocks:
             x, _ = block(x, mask=self.mask[:L, :L], need_weights=False)
-        return self.head(self.final_norm(x))  # [B, L, V]
+        if last_only:
+            x = x[:, -1:]  # [B, 1, d]
+        return self.head(self.final_norm(x))  # [B, L, V] ([B, 1, V] if last_only)
 
     @torch.no_grad()
     def attention_maps(self, tokens) -> list[torch.Tensor]:
@@ -147,15 +154,17 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
                                ignore_index=ignore)
 
-    def step_fn(self):
+    def step_fn(self, last_only: bool = False):
         """A step function for ``course_lib.decoding`` without a cache.
 
         Each call runs the whole sequence again (only its last ``max_len`` tokens, a sliding
-        window) and returns the logits at the last position, [N, V].
+        window) and returns the logits at the last position, [N, V]. ``last_only=True``
+        computes the head there only (``forward(..., last_only=True)``): the same logits up
+        to float rounding, without a vocabulary projection of every earlier position.
         """
 
         def step(tokens):
-            return self(tokens[:, -self.config.max_len:])[:, -1]
+            return self(tokens[:, -self.config.max_len:], last_only=last_only)[:, -1]
 
         return step
 

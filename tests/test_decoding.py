@@ -284,6 +284,35 @@ def test_sample_is_reproducible_with_a_generator():
     assert torch.equal(a, b) and a.shape == (3, 17)
 
 
+def test_one_generator_per_row_makes_each_row_independent_of_the_batch():
+    step_fn = make_lm(seed=6)
+    prefix = torch.randint(0, V, (4, 2))
+
+    def seeded(rows):
+        return [torch.Generator().manual_seed(100 + i) for i in rows]
+
+    batch = sample(step_fn, prefix, 12, top_p=0.9, generator=seeded(range(4)))
+    for i in range(4):  # row i alone, with its own seed: the same tokens as in the batch
+        alone = sample(step_fn, prefix[i:i + 1], 12, top_p=0.9, generator=seeded([i]))
+        assert torch.equal(alone[0], batch[i])
+    # the batch in another order gives each row the same tokens
+    order = [2, 0, 3, 1]
+    shuffled = sample(step_fn, prefix[order], 12, top_p=0.9, generator=seeded(order))
+    assert torch.equal(shuffled, batch[order])
+    # one shared generator does not: a row's draws depend on the rows before it
+    shared = [sample(step_fn, prefix[rows], 12, generator=torch.Generator().manual_seed(5))
+              for rows in ([0, 1, 2, 3], [3, 2, 1, 0])]
+    assert not torch.equal(shared[0][[3, 2, 1, 0]], shared[1])
+
+
+def test_one_generator_per_row_needs_one_per_row():
+    prefix = torch.zeros(3, 1, dtype=torch.long)
+    with pytest.raises(ValueError, match="per row of the prefix, 3 of them, got 2"):
+        sample(make_lm(), prefix, 2, generator=[torch.Generator(), torch.Generator()])
+    with pytest.raises(TypeError, match="generator"):
+        sample(make_lm(), prefix, 2, generator=[1, 2, 3])
+
+
 def test_sample_frequencies_follow_the_filtered_distribution():
     logits = torch.tensor([2.0, 1.5, 1.0, 0.0, -1.0, -3.0])
     n = 20000

@@ -233,10 +233,30 @@ def test_cached_step_fn_restarts_on_a_new_prompt():
         step(torch.randint(0, V, (1, 41)))
 
 
+def test_last_only_runs_the_head_at_the_last_position_only():
+    model = small()
+    tokens = torch.randint(0, V, (3, 12))
+    seen = []
+    hook = model.head.register_forward_hook(lambda m, args, out: seen.append(args[0].shape))
+    with torch.no_grad():
+        full, last = model(tokens), model(tokens, last_only=True)
+        fair = model.step_fn(last_only=True)(tokens)
+    hook.remove()
+    assert seen == [(3, 12, 32), (3, 1, 32), (3, 1, 32)]  # d_model 32: the head's input
+    assert last.shape == (3, 1, V)
+    assert torch.allclose(last[:, 0], full[:, -1], atol=1e-5)
+    assert torch.allclose(fair, model.step_fn()(tokens), atol=1e-5)
+    slow = decoding.greedy_decode(model.step_fn(), tokens[:, :3], 20)
+    assert torch.equal(decoding.greedy_decode(model.step_fn(last_only=True), tokens[:, :3], 20),
+                       slow)
+
+
 def test_uncached_step_fn_slides_past_max_len():
     model = small(max_len=8)
     tokens = torch.randint(0, V, (2, 12))
     assert torch.allclose(model.step_fn()(tokens), model(tokens[:, -8:])[:, -1])
+    assert torch.allclose(model.step_fn(last_only=True)(tokens), model(tokens[:, -8:])[:, -1],
+                          atol=1e-5)
 
 
 # --------------------------------------------------------------------------- helpers
