@@ -1,15 +1,18 @@
 """The GPT that chapter 7 writes on the page is course_lib.gpt.GPT, weight for weight.
 
-Chapter 7 builds its model rung by rung on the page (``CausalSelfAttention``,
-``FeedForward``, ``Block``, ``GPT``) and trains ``gpt.GPT``, whose submodules have the
-page's names. This test takes the class definitions (only those: the cells also train) out
-of the committed notebook, builds the page's GPT, loads a library GPT's state dict into it
-as it is, and back, and compares the logits: the page and the library cannot drift apart.
+Chapter 7 shows its rungs' parts on the page as the source of ``course_lib.ladder``
+(``CausalSelfAttention``, ``FeedForward``, ``Block``, printed with ``inspect.getsource``),
+writes ``class GPT`` out of ``ladder.Block`` in a cell, and trains ``gpt.GPT``, whose
+submodules have the page's names. This test takes the ``GPT`` class definition (only that:
+the cells also train) out of the committed notebook, builds it, loads a library GPT's state
+dict into it as it is, and back, and compares the logits: the page and the library cannot
+drift apart.
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 from pathlib import Path
 
@@ -18,10 +21,10 @@ import torch
 from notebook_cells import code_cell_defining
 from torch import nn
 
-from course_lib import gpt
+from course_lib import gpt, ladder
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_gpt.ipynb"
-CLASSES = ("CausalSelfAttention", "FeedForward", "Block", "GPT")
+CLASSES = ("GPT",)  # written in a cell; its parts are ladder's, shown by their source
 V, D, H, LAYERS, D_FF, W = 40, 32, 4, 2, 64, 12
 
 
@@ -35,7 +38,7 @@ def _class_source(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def page():
-    namespace = {"nn": nn, "torch": torch, "math": math, "W": W}  # W: the page's max_len
+    namespace = {"nn": nn, "torch": torch, "math": math, "W": W, "ladder": ladder}  # W: the page's max_len
     for name in CLASSES:
         exec(compile(_class_source(name), f"{NOTEBOOK.name}: class {name}", "exec"), namespace)
     return namespace
@@ -67,7 +70,12 @@ def test_page_gpt_and_library_gpt_load_each_others_state_dicts(page):
         assert torch.equal(back(tokens), library(tokens))
 
 
+def test_page_shows_the_ladders_parts_by_their_source():
+    for name in ("LadderLM", "CausalSelfAttention", "FeedForward", "Block"):
+        code_cell_defining(NOTEBOOK, f"inspect.getsource(ladder.{name})")
+
+
 def test_page_block_reads_as_the_two_residual_lines():
-    source = _class_source("Block")
+    source = inspect.getsource(ladder.Block.forward)
     assert "x = x + self.attn(self.norm1(x))" in source
     assert "x = x + self.ffn(self.norm2(x))" in source
