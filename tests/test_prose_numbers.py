@@ -574,6 +574,9 @@ def test_number_value(written, scale, value):
     ("about 3.5x faster", "快约 3.50 倍", ["3.5x"], ["3.50 倍"]),  # digits as written
     ("about 3.5x faster", "快约 3.5 倍，即 3.5x", [], ["3.5 倍"]),  # a multiset: once only
     ("4.7% of the rows", "4.7 倍的行", ["4.7%"], ["4.7 倍"]),  # a percentage is no factor
+    ("3x faster", "快 3 倍", [], []),
+    ("3\u00d7 faster", "快 3 倍", [], []),
+    ("3x faster", "快 4 倍", ["3x"], ["4 倍"]),  # a wrong factor still fails
     # 万, 亿, 万亿: by value, whether the English writes an exponent, separators or a word
     ("2.6e10 FLOPs", "260 亿次浮点运算", [], []),
     ("26,000,000,000 FLOPs", "260亿次浮点运算", [], []),
@@ -581,6 +584,10 @@ def test_number_value(written, scale, value):
     ("1.5 million tokens", "150 万个词元", [], []),
     ("29k pairs and 1.9e+14 FLOPs", "2.9 万对，190 万亿次浮点运算", [], []),
     ("30,000 parameters", "3 万个参数", [], []),
+    ("120 million tokens", "1.2 亿个词元", [], []),
+    ("120,000,000 tokens", "1.2 亿个词元", [], []),
+    ("120 million tokens", "12 亿个词元", ["120"], ["12 亿"]),  # a wrong value still fails
+    ("120,000,000 tokens", "1.2 万个词元", ["120,000,000"], ["1.2 万"]),
     ("2.6e10 FLOPs", "26 亿次浮点运算", ["2.6e10"], ["26 亿"]),  # off by ten
     ("2.6e10 FLOPs", "2.6 亿次浮点运算", ["2.6e10"], ["2.6 亿"]),
     ("26,312,000,000 FLOPs", "约 263 亿次", ["26,312,000,000"], ["263 亿"]),  # rounded
