@@ -17,6 +17,8 @@ One module per idea, named after it. The models, in the order the chapters build
 - ``text``           tokenizers (word level, byte-level BPE), vocabularies, next-token windows
 - ``decoding``       greedy, beam search and sampling, for the GPT and the translator alike
 - ``textscores``     generated text scored by something other than its model: n-gram perplexity
+- ``finetune``       pretrain, then fine-tune: a classifier on a pretrained backbone, LoRA,
+                     label-budget draws, BERT's masked-token corruption
 - ``seq2seq``        chapter 9: the encoder-decoder translator (``Seq2SeqTransformer``)
 - ``seq2seq_tools``  its argument checks, initialisation, ``nn.Transformer`` weights, cached steps
 - ``losses``         label-smoothed cross-entropy

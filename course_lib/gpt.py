@@ -6,11 +6,16 @@
     logits = model(tokens, last_only=True)   # [B, 1, V]: the head at the last position only
     step_fn = model.step_fn(last_only=True)  # for course_lib.decoding (no cache)
     step_fn = CachedStepFn(model)            # the same logits, reusing past keys and values
+    hidden = model.features(tokens)          # [B, L, d_model]: what the head reads
 
 The model: token embedding + learned positions -> ``num_layers`` Pre-Norm ``blocks.Block``
 with a causal mask -> final LayerNorm -> a linear head onto the vocabulary, whose weight is
 the token embedding's (tied) unless ``tie_weights=False``. Its submodules have the names of
 chapter 7's on-page ``GPT``, so either loads the other's state dict.
+
+``GPTConfig(..., causal=False)`` builds the same model without the causal mask: every
+position sees every other, a bidirectional encoder for masked-language-model pretraining
+(``course_lib.finetune``). It has no next-token loss, no step function and no KV cache.
 """
 
 from __future__ import annotations
@@ -43,9 +48,24 @@ class GPTConfig:
     tie_weights: bool = True
     activation: str = "gelu"
     pad_id: int | None = 0
+    causal: bool = True  # False: no causal mask, every position sees every other (an encoder)
+
+    def __post_init__(self):
+        if not isinstance(self.causal, bool):
+            raise TypeError(f"causal must be True (a GPT) or False (an encoder), "
+                            f"got {self.causal!r}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as a dict. ``causal`` is left out when True, so a GPT's dict (in saved
+        files and cards) is the one it was before the field existed; ``load`` restores it."""
+        fields = asdict(self)
+        if fields["causal"]:
+            del fields["causal"]
+        return fields
+
+    def __repr__(self) -> str:  # as to_dict: causal=False is shown, the default is not
+        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"GPTConfig({args})"
 
 
 def init_weights(module: nn.Module) -> None:
@@ -77,7 +97,9 @@ class GPT(nn.Module):
         )
         self.final_norm = nn.LayerNorm(c.d_model)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=not c.tie_weights)
-        self.register_buffer("mask", causal_mask(c.max_len), persistent=False)
+        mask = causal_mask(c.max_len) if c.causal else torch.ones(c.max_len, c.max_len,
+                                                                  dtype=torch.bool)
+        self.register_buffer("mask", mask, persistent=False)  # [max_len, max_len]
         self.apply(self._init_weights)
         if c.tie_weights:
             self.head.weight = self.token_embedding.weight  # one matrix, used twice
@@ -86,7 +108,7 @@ class GPT(nn.Module):
     def _init_weights(module):
         init_weights(module)
 
-    def _check_tokens(self, tokens):
+    def _check_ids(self, tokens):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
             got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
             raise ValueError(f"tokens must be a LongTensor [B, L], got {got}")
@@ -101,6 +123,18 @@ class GPT(nn.Module):
                     f"token id {bad} is outside the vocabulary of {self.config.vocab_size} "
                     f"tokens (ids 0..{self.config.vocab_size - 1}): encode text with the "
                     "vocabulary the model was built with")
+
+    def _check_tokens(self, tokens):  # forward_cached's checks: the ids, and a causal model
+        self._check_causal("the KV cache (forward_cached)")
+        self._check_ids(tokens)
+
+    def _check_causal(self, what: str):
+        if not self.config.causal:
+            raise ValueError(
+                f"{what} needs a causal model, and this one was built with causal=False (an "
+                "encoder): each position sees the later tokens, so a new token changes every "
+                "earlier position and the next token is in its own input. Use forward() (or "
+                "features()) on whole sequences, and course_lib.finetune.mlm_loss to train it.")
 
     def _check_length(self, length: int):
         if length > self.config.max_len:
@@ -122,19 +156,36 @@ class GPT(nn.Module):
         ``last_only=True``: the final LayerNorm and the head run at the last position only,
         logits [B, 1, V], as generation needs (the blocks still run at every position).
         """
-        self._check_tokens(tokens)
-        x = self.embed(tokens)  # [B, L, d]
-        L = tokens.shape[1]
-        for block in self.blocks:
-            x, _ = block(x, mask=self.mask[:L, :L], need_weights=False)
+        x = self.run_blocks(tokens)  # [B, L, d]
         if last_only:
             x = x[:, -1:]  # [B, 1, d]
         return self.head(self.final_norm(x))  # [B, L, V] ([B, 1, V] if last_only)
 
+    def features(self, tokens, keep=None):
+        """tokens [B, L] -> the final hidden states [B, L, d_model], the vectors the head reads
+        (after the final LayerNorm). A classifier pools them (``finetune.SequenceClassifier``).
+
+        ``keep`` (bool [B, L], True = a real token) hides padding from every query, as a key.
+        An encoder needs it; in a causal model with right padding it changes no real position.
+        """
+        return self.final_norm(self.run_blocks(tokens, keep))  # [B, L, d]
+
+    def run_blocks(self, tokens, keep=None):
+        """Embeddings, then every block: [B, L] -> [B, L, d_model], before the final LayerNorm."""
+        self._check_ids(tokens)
+        x = self.embed(tokens)  # [B, L, d]
+        L = tokens.shape[1]
+        mask = self.mask[:L, :L]  # [L, L]
+        if keep is not None:
+            mask = mask & _check_keep(keep, tokens)[:, None, None, :]  # [B, 1, L, L]
+        for block in self.blocks:
+            x, _ = block(x, mask=mask, need_weights=False)
+        return x
+
     @torch.no_grad()
     def attention_maps(self, tokens) -> list[torch.Tensor]:
-        """The causal attention weights of every block: a list of [B, h, L, L]."""
-        self._check_tokens(tokens)
+        """The attention weights of every block: a list of [B, h, L, L] (causal if the model is)."""
+        self._check_ids(tokens)
         x = self.embed(tokens)
         mask = self.mask[: tokens.shape[1], : tokens.shape[1]]
         maps = []
@@ -148,6 +199,7 @@ class GPT(nn.Module):
 
         Targets equal to ``config.pad_id`` are ignored.
         """
+        self._check_causal("the next-token loss")
         x, y = tokens[:, :-1], tokens[:, 1:]
         logits = self(x)
         ignore = -100 if self.config.pad_id is None else self.config.pad_id
@@ -162,6 +214,7 @@ class GPT(nn.Module):
         computes the head there only (``forward(..., last_only=True)``): the same logits up
         to float rounding, without a vocabulary projection of every earlier position.
         """
+        self._check_causal("step_fn (generation)")
 
         def step(tokens):
             return self(tokens[:, -self.config.max_len:], last_only=last_only)[:, -1]
@@ -199,6 +252,7 @@ class CachedStepFn:
     """
 
     def __init__(self, model: GPT):
+        model._check_causal("CachedStepFn (the KV cache)")
         self.model = model
         self.cache, self.seen = None, None
 
@@ -231,6 +285,16 @@ class CachedStepFn:
 
     def bytes(self) -> int:
         return 0 if self.cache is None else sum(c.bytes() for c in self.cache)
+
+
+def _check_keep(keep, tokens):
+    if not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool or \
+            keep.shape != tokens.shape:
+        got = (f"{keep.dtype} {tuple(keep.shape)}" if isinstance(keep, torch.Tensor)
+               else type(keep).__name__)
+        raise ValueError(f"keep must be a bool tensor shaped like tokens {tuple(tokens.shape)} "
+                         f"(True = a real token), got {got}; e.g. keep = tokens != pad_id")
+    return keep
 
 
 def kv_cache_bytes(config: GPTConfig, batch: int, length: int, bytes_per_value: int = 4) -> int:
