@@ -365,6 +365,50 @@ def which_sdpa_kernel(q, k, v, **kwargs) -> str:
     return min(kernels, key=lambda e: e.time_range.start).name  # the outermost one
 
 
+SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+
+
+def sdpa_backends(q, k, v, **kwargs) -> dict[str, str]:
+    """Each backend of ``F.scaled_dot_product_attention``, allowed alone: what ran, or why not.
+
+    For every name in ``SDPA_BACKENDS`` this runs the call once under
+    ``torch.nn.attention.sdpa_kernel(backend)``, which allows that backend and no other, and
+    records the kernel operator that ran (``which_sdpa_kernel``'s answer, e.g.
+    ``aten::_scaled_dot_product_flash_attention_for_cpu``) or, when PyTorch refuses,
+    ``"unavailable: "`` followed by PyTorch's reason: the warning it gives (for 3-D inputs
+    on a CPU: "All fused kernels requires query, key and value to be 4 dimensional, ..."),
+    else the first sentence of its error. ``kwargs`` go to the call, as in
+    ``which_sdpa_kernel``. The backend selection in force before the call is restored.
+    """
+    import warnings
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    _check_qkv(q, k, v)
+    found = {}
+    for name in SDPA_BACKENDS:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with sdpa_kernel(getattr(SDPBackend, name)):
+                    found[name] = which_sdpa_kernel(q, k, v, **kwargs)
+            except RuntimeError as error:
+                found[name] = "unavailable: " + _refusal_reason(caught, error)
+    return found
+
+
+def _refusal_reason(caught, error) -> str:
+    """PyTorch's reason for refusing a backend: its warnings, else its error's first sentence."""
+    reasons = []
+    for w in caught:
+        text = str(w.message).split(" (Triggered internally at")[0].strip()
+        if text and not text.endswith("because:"):  # skip "... kernel not used because:"
+            reasons.append(text)
+    if reasons:
+        return " ".join(reasons)
+    return str(error).strip().split("\n")[0].split(". ")[0].rstrip(".")
+
+
 # --------------------------------------------------------------------------- additive
 class AdditiveAttention(nn.Module):
     """Bahdanau-style attention: score(q, k) = w^T tanh(W_q q + W_k k).

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.attention import (
+    SDPA_BACKENDS,
     AdditiveAttention,
     KVCache,
     MultiHeadAttention,
@@ -15,6 +16,7 @@ from course_lib.attention import (
     check_mask,
     fused_attention,
     scaled_dot_product_attention,
+    sdpa_backends,
     which_sdpa_kernel,
 )
 from course_lib.masks import causal_mask, padding_mask
@@ -350,6 +352,47 @@ class TestWhichSdpaKernel:
             which_sdpa_kernel(q, torch.randn(2, 5, 6), torch.randn(2, 5, 6))
         with pytest.raises(TypeError, match="v must be a torch.Tensor"):
             which_sdpa_kernel(q, q, None)
+
+
+class TestSdpaBackends:
+    """Each backend allowed alone: the kernel it ran, or PyTorch's reason for refusing it."""
+
+    GPU_ONLY = ("EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
+
+    def test_names_every_backend(self):
+        q, k, v = qkv(batch=(2, 3))
+        assert tuple(sdpa_backends(q, k, v)) == SDPA_BACKENDS
+
+    def test_four_dim_inputs_on_cpu_run_flash_and_math(self):
+        found = sdpa_backends(*qkv(batch=(2, 3)))  # [B, h, L, d]
+        assert found["FLASH_ATTENTION"] == CPU_FUSED_KERNEL
+        assert found["MATH"] == MATH_KERNEL
+        for name in self.GPU_ONLY:  # on a CPU, PyTorch tries only flash and math
+            assert found[name].startswith("unavailable: "), found[name]
+
+    def test_three_dim_inputs_are_refused_the_fused_kernel_with_pytorchs_reason(self):
+        found = sdpa_backends(*qkv(batch=(2,)))  # [B, L, d]
+        assert found["MATH"] == MATH_KERNEL
+        reason = found["FLASH_ATTENTION"]
+        assert reason.startswith("unavailable: ") and "4 dimensional" in reason, reason
+        assert "Triggered internally" not in reason and "because:" not in reason
+
+    def test_restores_the_selection_and_keeps_warnings_in(self, recwarn):
+        q, k, v = qkv(batch=(2,))
+        sdpa_backends(q, k, v)
+        assert not recwarn.list, [str(w.message) for w in recwarn.list]
+        q4, k4, v4 = qkv(batch=(2, 3))
+        assert which_sdpa_kernel(q4, k4, v4) == CPU_FUSED_KERNEL  # every backend allowed again
+
+    def test_passes_keyword_arguments_to_the_call(self):
+        q, k, v = qkv(batch=(2, 3), lq=5, lk=5)
+        assert sdpa_backends(q, k, v, is_causal=True)["FLASH_ATTENTION"] == CPU_FUSED_KERNEL
+        with pytest.raises(TypeError, match="not_an_argument"):
+            sdpa_backends(q, k, v, not_an_argument=1)
+
+    def test_rejects_mismatched_q_k_v(self):
+        with pytest.raises(ValueError, match="d_k"):
+            sdpa_backends(torch.randn(2, 4, 8), torch.randn(2, 5, 6), torch.randn(2, 5, 6))
 
 
 # --------------------------------------------------------------------------- one head
