@@ -11,7 +11,9 @@ loader             dataset                               returns
 =================  ====================================  =========================================
 
 ``load_pretrained_gpt()`` returns chapter 7's pretrained GPT, ``data/pretrained/gpt_imdb.pt``,
-which ``scripts/pretrain_gpt.py`` made (its card: ``book/results/pretrain/gpt_imdb.json``).
+which ``scripts/pretrain_gpt.py`` made (its card: ``book/results/pretrain/gpt_imdb.json``);
+``load_pretrained_encoder()`` chapter 12's masked-LM encoder, ``data/pretrained/encoder_imdb.pt``
+(``scripts/pretrain_encoder.py``; card ``book/results/pretrain/encoder_imdb.json``).
 
 The files live in ``runtime.data_dir()`` (``$COURSE_DATA_DIR`` if set, else ``data/`` in the
 repository). Their expected sha256 sums are in ``SHA256`` below, the same as ``data/SHA256SUMS``.
@@ -82,6 +84,7 @@ SHA256: dict[str, str] = {
     "multi30k/val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
     "multi30k/val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
     "pretrained/gpt_imdb.pt": "096e340cf7c4c190ef5423b605f19bbeeb05cb321e19ffe049e53cecc047d819",
+    "pretrained/encoder_imdb.pt": "366a576a2385c274f317fa830b105944a8b989cf45022e7cf55a9c5fdc0016e6",
 }
 
 BEIJING_FILE = "beijing_pm25/PRSA_data_2010.1.1-2014.12.31.csv"
@@ -427,6 +430,7 @@ def load_cmn_eng(remove_zero_width: bool = True) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- pretrained models
 PRETRAINED_GPT = "pretrained/gpt_imdb.pt"
+PRETRAINED_ENCODER = "pretrained/encoder_imdb.pt"
 
 
 def load_pretrained_gpt(map_location="cpu"):
@@ -439,3 +443,11 @@ def load_pretrained_gpt(map_location="cpu"):
     from .gpt import load  # here, not at the top: gpt needs nothing from data
 
     return load(data_file(PRETRAINED_GPT), map_location=map_location)
+
+
+def load_pretrained_encoder(map_location="cpu"):
+    """Chapter 12's masked-LM encoder (the GPT's architecture, ``causal=False``): ``(model,
+    saved)``, with ``saved["tokenizer"]`` (the GPT's BPE) and ``saved["mask_id"]``."""
+    from .gpt import load
+
+    return load(data_file(PRETRAINED_ENCODER), map_location=map_location)
