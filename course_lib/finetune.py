@@ -382,3 +382,275 @@ def _check_masking(ids, mask_id, vocab_size, generator, p) -> None:
         raise ValueError(f"mask_id must be an int id, got {mask_id!r}")
     if ids.numel() and bool((ids == mask_id).any()):
         raise ValueError(f"ids already hold mask_id={mask_id}: mask the original ids, once")
+
+
+# --------------------------------------------------------------------------- texts to rows
+def tail_rows(sequences: Sequence[Sequence[int]], length: int, bos_id: int,
+              pad_id: int) -> torch.Tensor:
+    """LongTensor [N, length]: each text's ``<bos>``, then its last ``length - 1`` ids, padded.
+
+    ``sequences`` are token ids without a ``<bos>`` (``bpe.encode_batch(texts)``). A review
+    longer than the window keeps its end, where reviews tend to give their verdict; a shorter
+    one is right-padded with ``pad_id``.
+    """
+    if not isinstance(length, int) or isinstance(length, bool) or length < 2:
+        raise ValueError(f"length must be an int >= 2 (<bos> and at least one id), got {length!r}")
+    rows = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    for i, ids in enumerate(sequences):
+        kept = [bos_id] + list(ids)[-(length - 1):] if len(ids) else None
+        if kept is None:
+            raise ValueError(f"text {i} has no tokens: drop empty texts first")
+        rows[i, : len(kept)] = torch.tensor(kept)
+    return rows
+
+
+# --------------------------------------------------------------------------- training
+def trainable_parameters(model: nn.Module) -> int:
+    """How many parameters an optimizer would update (``requires_grad``)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, rows: torch.Tensor, batch_size: int = 256,
+                   device="cpu") -> torch.Tensor:
+    """The classifier's logits [N, C] for ``rows`` [N, L], in batches, in eval mode (on CPU)."""
+    was_training = model.training
+    model.eval()
+    out = [model(rows[i:i + batch_size].to(device)).float().cpu()
+           for i in range(0, len(rows), batch_size)]
+    model.train(was_training)
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def frozen_features(backbone: nn.Module, rows: torch.Tensor, pad_id: int, pool: str,
+                    batch_size: int = 256, device="cpu", desc: str | None = None) -> np.ndarray:
+    """The pooled hidden states [N, d] of a frozen backbone: what a linear probe reads."""
+    from tqdm.auto import tqdm
+
+    backbone.eval()
+    out = []
+    for i in tqdm(range(0, len(rows), batch_size), desc=desc, disable=desc is None,
+                  leave=False):
+        batch = rows[i:i + batch_size].to(device)
+        keep = real_positions(batch, pad_id)
+        out.append(pool_hidden(backbone.features(batch, keep=keep), keep, pool).float().cpu())
+    return torch.cat(out).numpy()
+
+
+def fit_classifier(model: nn.Module, rows: torch.Tensor, labels: torch.Tensor,
+                   val_rows: torch.Tensor, val_labels: torch.Tensor, lr: float, *,
+                   batch_size: int = 32, round_examples: int = 512, max_rounds: int = 20,
+                   patience: int = 3, weight_decay: float = 0.01, seed: int = 0,
+                   device="cpu", desc: str | None = None) -> dict:
+    """Train the trainable parameters of a classifier with AdamW until validation stops improving.
+
+    Training goes in rounds of whole epochs, at least ``round_examples`` examples each (50
+    labels: 11 epochs a round; 5,000: one), so a small budget is not judged after every few
+    steps. After each round the validation loss is measured; training stops after
+    ``patience`` rounds without a new best, or at ``max_rounds``, and the weights of the best
+    round are put back. Returns the best round, whether it was the cap (``at_cap``), the
+    validation loss and accuracy there, the steps, the examples seen and the seconds.
+    """
+    import time
+
+    from tqdm.auto import tqdm
+
+    _check_fit(rows, labels, val_rows, val_labels, lr, batch_size, max_rounds, patience)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    g = torch.Generator().manual_seed(seed)
+    n = len(rows)
+    epochs_per_round = max(1, math.ceil(round_examples / n))
+    best = dict(val_loss=math.inf, round=0, state=None)
+    steps = seen = 0
+    start = time.perf_counter()
+    history = []
+    bar = tqdm(total=max_rounds, desc=desc, disable=desc is None, leave=False, unit="round")
+    for r in range(1, max_rounds + 1):
+        model.train()
+        for _ in range(epochs_per_round):
+            order = torch.randperm(n, generator=g)
+            for i in range(0, n, batch_size):
+                idx = order[i:i + batch_size]
+                loss = model.loss(rows[idx].to(device), labels[idx].to(device))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                steps, seen = steps + 1, seen + len(idx)
+        logits = predict_logits(model, val_rows, device=device)
+        val_loss = float(F.cross_entropy(logits, val_labels))
+        val_acc = float((logits.argmax(-1) == val_labels).float().mean())
+        history.append(dict(round=r, val_loss=val_loss, val_acc=val_acc))
+        bar.update(1)
+        bar.set_postfix(val_acc=f"{val_acc:.3f}")
+        if val_loss < best["val_loss"]:
+            best = dict(val_loss=val_loss, val_acc=val_acc, round=r,
+                        state={k: v.detach().clone() for k, v in model.state_dict().items()})
+        elif r - best["round"] >= patience:
+            break
+    bar.close()
+    if best["state"] is None:
+        raise ValueError(f"the validation loss was never finite ({history[-1]['val_loss']}) in "
+                         f"{len(history)} round(s): lr={lr} is probably too high")
+    model.load_state_dict(best["state"])
+    return dict(best_round=best["round"], rounds=len(history), at_cap=best["round"] == max_rounds,
+                epochs_per_round=epochs_per_round, val_loss=best["val_loss"],
+                val_acc=best["val_acc"], steps=steps, examples_seen=seen,
+                seconds=time.perf_counter() - start,
+                trained_params=sum(p.numel() for p in params), history=history)
+
+
+def _check_fit(rows, labels, val_rows, val_labels, lr, batch_size, max_rounds, patience) -> None:
+    for name, x, y in (("rows", rows, labels), ("val_rows", val_rows, val_labels)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise ValueError(f"{name} must be a LongTensor [N, L] (finetune.tail_rows), got "
+                             f"{type(x).__name__}")
+        if not isinstance(y, torch.Tensor) or y.shape != (len(x),) or y.is_floating_point():
+            raise ValueError(f"{name} has {len(x)} rows but its labels are not a LongTensor "
+                             f"[{len(x)}]")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    for name, v in (("batch_size", batch_size), ("max_rounds", max_rounds),
+                    ("patience", patience)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+
+
+# --------------------------------------------------------------------------- zero-shot
+@torch.no_grad()
+def zero_shot_margin(model: nn.Module, rows: torch.Tensor, pad_id: int,
+                     endings: tuple[Sequence[int], Sequence[int]], batch_size: int = 128,
+                     device="cpu") -> np.ndarray:
+    """log p(endings[0] | text) - log p(endings[1] | text) under a causal LM, per row: [N] nats.
+
+    Each row (``<bos>`` + text, right-padded) is cut to leave room for the longer ending
+    within the model's context, the ending is appended after its last real token, and the
+    log-probabilities of the ending's ids are summed. No labels are used: a positive margin
+    means the model prefers the first ending.
+    """
+    if getattr(model.config, "causal", True) is False:
+        raise ValueError("zero_shot_margin scores continuations with a causal LM; an encoder "
+                         "(causal=False) does not predict the next token")
+    room = model.config.max_len - max(len(e) for e in endings)
+    if min(len(e) for e in endings) < 1 or room < 2:
+        raise ValueError(f"each ending needs 1 to {model.config.max_len - 2} ids (the model's "
+                         f"max_len={model.config.max_len}, less <bos> and one id of text), got "
+                         f"lengths {[len(e) for e in endings]}")
+    was_training = model.training
+    model.eval()  # no dropout: the same margin on every call
+    scores = []
+    for ending in endings:
+        ending = torch.tensor(list(ending), dtype=torch.long)
+        out = []
+        for i in range(0, len(rows), batch_size):
+            batch = rows[i:i + batch_size]
+            keep = real_positions(batch, pad_id)
+            lengths = keep.sum(1).clamp(max=room)  # [B]
+            width = int(lengths.max()) + len(ending)
+            x = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            for j, n in enumerate(lengths.tolist()):
+                end = int(keep[j].sum())  # the text's length; over `room`: <bos> + its tail
+                x[j, :n] = torch.cat([batch[j, :1], batch[j, end - n + 1:end]])
+                x[j, n:n + len(ending)] = ending
+            logp = torch.log_softmax(model(x.to(device)).float(), dim=-1).cpu()  # [B, W, V]
+            total = torch.zeros(len(batch))
+            for k in range(len(ending)):
+                pos = lengths - 1 + k  # the position that predicts the k-th id of the ending
+                total += logp[torch.arange(len(batch)), pos, ending[k]]
+            out.append(total)
+        scores.append(torch.cat(out))
+    model.train(was_training)
+    return (scores[0] - scores[1]).numpy()
+
+
+# --------------------------------------------------------------------------- the experiment
+HOW = ("full", "lora", "random")
+
+
+def adapt(backbone: nn.Module, how: str, pad_id: int, pool: str = "last", r: int = 8,
+          alpha: float = 16.0, seed: int = 0) -> SequenceClassifier:
+    """A sentiment classifier on a copy of ``backbone``, adapted one of three ways.
+
+    ``"full"``: every weight trains. ``"lora"``: the backbone is frozen and LoRA adapters
+    (rank ``r``) on each attention's query and value maps train, with the head.
+    ``"random"``: the same architecture, re-initialised from ``seed``: what the labels alone
+    can teach it. (The fourth way, a linear probe on frozen features, needs no network:
+    ``frozen_features`` and a logistic regression.)
+    """
+    import copy
+
+    if how not in HOW:
+        raise ValueError(f"how must be one of {HOW}, got {how!r}")
+    torch.manual_seed(seed)  # the head's initial weights (and, for "random", the backbone's)
+    body = copy.deepcopy(backbone).requires_grad_(True)  # whatever the caller froze
+    if how == "random":
+        body = type(backbone)(backbone.config)
+    clf = SequenceClassifier(body, num_classes=2, pad_id=pad_id, pool=pool)
+    if how == "lora":
+        add_lora(clf, r=r, alpha=alpha, target_names=("q_proj", "v_proj"), trainable=("head",))
+    return clf
+
+
+# The chapter's sizes (chapter 12 and scripts/finetune_search.py read the same ones).
+SIZES = {
+    "full": dict(length=64, train_reviews=None, val_reviews=300, test_reviews=1500,
+                 budgets=(50, 200, 1000), probe_budgets=(50, 200, 1000, 5000, None),
+                 draws=(1, 2, 3),
+                 fit=dict(batch_size=32, round_examples=256, max_rounds=20, patience=2)),
+    "smoke": dict(length=24, train_reviews=300, val_reviews=16, test_reviews=24,
+                  budgets=(8, 16), probe_budgets=(8, 16, None), draws=(1, 2),
+                  fit=dict(batch_size=8, round_examples=16, max_rounds=2, patience=1)),
+}
+
+# The ways of adapting a pretrained model that train a network, by name.
+ARMS = {
+    "GPT, full": dict(backbone="gpt", how="full", pool="last"),
+    "GPT, LoRA": dict(backbone="gpt", how="lora", pool="last"),
+    "encoder, full": dict(backbone="encoder", how="full", pool="mean"),
+    "GPT, random init": dict(backbone="gpt", how="random", pool="last"),
+}
+
+
+def sentiment_task(sizes: dict, seed: int = 0) -> dict:
+    """Chapter 12's data: the shipped GPT and encoder, labelled rows for train, validation, test.
+
+    The splits are the pretraining's own (``text.imdb_lm_splits`` with the seed saved in the
+    GPT's file): the label pool is the reviews both models read while pretraining (their text,
+    never their labels); validation is a draw from the held-out movies; test is a draw from
+    the official test split, which no pretraining read (checked here by text and by id).
+    Each row is ``<bos>`` and the last ``length - 1`` BPE ids of a review (``tail_rows``).
+    """
+    from . import data, text
+
+    gpt_model, saved = data.load_pretrained_gpt()
+    encoder, enc_saved = data.load_pretrained_encoder()
+    if enc_saved["tokenizer"] != saved["tokenizer"]:
+        raise ValueError("the encoder's tokenizer is not the GPT's: re-run "
+                         "scripts/pretrain_encoder.py so both read the same ids")
+    bpe = text.BPETokenizer.from_json(saved["tokenizer"])
+    splits = text.imdb_lm_splits(data.load_imdb("train"), data.load_imdb("test"),
+                                 val_fraction=0.1, seed=saved["split_seed"])
+    pretrained_on = splits["train"]
+    rng = np.random.default_rng(seed)
+
+    def draw(df, n):
+        return df if n is None or n >= len(df) else \
+            df.iloc[np.sort(rng.choice(len(df), n, replace=False))]
+
+    parts = {"train": draw(splits["train"], sizes["train_reviews"]),
+             "val": draw(splits["val"], sizes["val_reviews"]),
+             "test": draw(splits["test"], sizes["test_reviews"])}
+    test_keys = set(zip(parts["test"]["split"], parts["test"]["id"]))
+    assert not test_keys & set(zip(pretrained_on["split"], pretrained_on["id"])), \
+        "a test review was in the pretraining data"
+    assert not set(parts["test"]["review"]) & set(pretrained_on["review"])
+    out = dict(bpe=bpe, gpt=gpt_model, encoder=encoder, pad_id=bpe.pad_id, parts=parts,
+               pretrained_reviews=len(pretrained_on))
+    for name, df in parts.items():
+        out[f"{name}_texts"] = list(df["review"])
+        out[f"{name}_rows"] = tail_rows(bpe.encode_batch(list(df["review"])), sizes["length"],
+                                        bpe.bos_id, bpe.pad_id)
+        out[f"{name}_labels"] = torch.tensor((df["sentiment"] == "positive").to_numpy(),
+                                             dtype=torch.long)
+    return out

@@ -153,6 +153,35 @@ def bootstrap(fn: Callable[..., float], *arrays, n_resamples: int = 2000, level:
                                 level)
 
 
+def two_level_bootstrap(fn: Callable[..., float], *arrays, n_resamples: int = 2000,
+                        level: float = 0.95, seed: int = 0) -> Interval:
+    """Percentile interval of `fn(*arrays)` over two sources of luck: runs and test rows.
+
+    Every array is [runs, rows]: row j is the same test example in each, and run d is paired
+    across arrays (e.g. the same draw of training labels for two methods). A resample draws
+    runs with replacement and, independently, rows with replacement, the same ones for every
+    array, so the interval holds the run-to-run spread and the test set's sampling both. With
+    a handful of runs it is still rough: say how many there were beside it.
+    """
+    arrays = tuple(np.atleast_2d(np.asarray(a, dtype=float)) for a in arrays)
+    if not arrays or any(a.ndim != 2 for a in arrays):
+        raise ValueError("two_level_bootstrap needs arrays of shape [runs, rows]")
+    if len({a.shape for a in arrays}) != 1:
+        raise ValueError(f"the arrays must have one shape [runs, rows], got "
+                         f"{[a.shape for a in arrays]} (np.broadcast_to a run-free row first)")
+    _check_bootstrap([a.T for a in arrays], n_resamples, level)
+    runs, n = arrays[0].shape
+    rng = np.random.default_rng(seed)
+    estimate = float(fn(*arrays))
+    values = np.empty(n_resamples)
+    for r in range(n_resamples):
+        d, i = rng.integers(0, runs, size=runs), rng.integers(0, n, size=n)
+        values[r] = fn(*(a[d][:, i] for a in arrays))
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return Interval(estimate, float(low), float(high), level)
+
+
 def block_bootstrap(fn: Callable[..., float], *arrays, block_length: int,
                     n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> Interval:
     """Percentile interval of `fn(*arrays)` for rows in time order: a circular block bootstrap.

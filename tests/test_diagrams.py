@@ -11,8 +11,9 @@ import pytest
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from course_lib import diagrams, distributed, viz
-from course_lib.diagrams import style
+from course_lib import diagrams, distributed, finetune, viz
+from course_lib.diagrams import adaptation, style
+from course_lib.gpt import GPT, GPTConfig
 from course_lib.masks import causal_mask
 from course_lib.positional import alibi_bias
 
@@ -36,6 +37,7 @@ PUBLIC = [
     "encoder_decoder",
     "teacher_forcing_shift",
     "ddp_step",
+    "adaptation_ways",
 ]
 
 # what `course_lib.diagrams` exposed before it became a package (a module of 1,263 lines):
@@ -216,7 +218,7 @@ def _family_modules():
 def test_there_are_family_modules():
     names = {p.stem for p in _family_modules()}
     assert {"attention", "blocks", "positions", "decoding", "inputs", "legend",
-            "data_parallel"} <= names
+            "data_parallel", "adaptation"} <= names
 
 
 @pytest.mark.parametrize("path", _family_modules(), ids=lambda p: p.stem)
@@ -275,3 +277,37 @@ def test_alibi_heatmaps_have_no_grid_under_a_grid_style(close_figures):
         fig = diagrams.alibi_bias(num_heads=2, length=4)
     for ax in fig.axes:
         assert not any(line.get_visible() for line in ax.get_xgridlines() + ax.get_ygridlines())
+
+
+# --------------------------------------------------------------------------- chapter 12
+def _texts(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+def test_adaptation_ways_counts_what_the_library_trains(close_figures):
+    """Each panel's "trained: n" is what ``finetune`` leaves trainable, on a small GPT."""
+    config = GPTConfig(vocab_size=40, max_len=8, d_model=16, num_heads=2, num_layers=3, d_ff=32)
+    gpt = GPT(config)
+    lora = finetune.trainable_parameters(finetune.adapt(gpt, "lora", pad_id=0, r=2, alpha=4))
+    full = finetune.trainable_parameters(finetune.adapt(gpt, "full", pad_id=0))
+    probe = finetune.SequenceClassifier(gpt, num_classes=2, pad_id=0).head
+    backbone = sum(p.numel() for p in gpt.parameters())
+    fig = diagrams.adaptation_ways(d_model=16, num_layers=3, r=2, alpha=4,
+                                   backbone_params=backbone)
+    texts = _texts(fig)
+    for n in (finetune.trainable_parameters(probe), full, lora):
+        assert f"trained: {n:,}" in texts, (n, [t for t in texts if t.startswith("trained")])
+    assert "trained: 258" in _texts(diagrams.adaptation_ways())  # 2 d + 2 for d = 128
+
+
+def test_adaptation_ways_marks_trained_and_frozen(close_figures):
+    fig = diagrams.adaptation_ways()
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
+    assert hatched and all(_rgba(p.get_facecolor()) == _rgba(adaptation.FROZEN)
+                           for p in hatched)
+    assert _has(fig, diagrams.LEARNED)  # trained: the colour of learned weights
+    assert _rgba(adaptation.FROZEN) not in {_rgba(diagrams.LEARNED), _rgba(diagrams.DATA)}
+    texts = _texts(fig)
+    assert texts.count("+BA") == 2  # LoRA on W_Q and W_V only
+    assert any("alpha/r" in t and "BAx" in t for t in texts)  # y = W x + (alpha/r) B A x
+    assert any("last real token" in t and "mean" in t for t in texts)  # the pooling

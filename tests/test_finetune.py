@@ -417,3 +417,219 @@ def test_pretrain_encoder_script_runs_at_smoke_size(tmp_path):
     assert meta["winner"]["lr_bracketed"] and meta["script_sha256"] == card["script_sha256"]
     with pytest.raises(SystemExit):
         script.main(["--profile", "smoke"])  # smoke results never go into the repository
+
+
+# --------------------------------------------------------------------------- chapter 12's tools
+def tiny(**kw):
+    return small(**{**dict(d_model=16, num_heads=2, d_ff=32), **kw})
+
+
+def separable(n, seed, flip=False):
+    """Right-padded rows whose last id says the class (5 or 6): random ids 7.. before it."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % 2
+    lengths = torch.randint(2, 7, (n,), generator=g).tolist()
+    seqs = [torch.randint(7, V, (k,), generator=g).tolist() + [5 + int(y)]
+            for k, y in zip(lengths, labels, strict=True)]
+    return ft.tail_rows(seqs, 8, PAD, PAD), (1 - labels) if flip else labels
+
+
+def test_tail_rows_keeps_bos_and_the_end_of_each_text():
+    rows = ft.tail_rows([[5, 6, 7, 8, 9, 10], [11, 12], [13], [21, 22, 23]], length=4,
+                        bos_id=1, pad_id=PAD)
+    assert rows.dtype == torch.long
+    assert rows.tolist() == [[1, 8, 9, 10], [1, 11, 12, PAD], [1, 13, PAD, PAD], [1, 21, 22, 23]]
+    assert ft.tail_rows([np.array([3, 4])], 3, bos_id=PAD, pad_id=PAD).tolist() == [[0, 3, 4]]
+    with pytest.raises(ValueError, match="text 1 has no tokens: drop empty texts"):
+        ft.tail_rows([[5], []], 4, bos_id=1, pad_id=PAD)
+    for bad in (1, 0, 2.0, True, None):
+        with pytest.raises(ValueError, match="length must be an int >= 2"):
+            ft.tail_rows([[5]], bad, bos_id=1, pad_id=PAD)
+
+
+def test_adapt_counts_trains_and_never_touches_the_backbone():
+    backbone = tiny()
+    before = copy.deepcopy(backbone.state_dict())
+    full = ft.adapt(backbone, "full", PAD)
+    assert full.backbone is not backbone and isinstance(full, ft.SequenceClassifier)
+    assert ft.trainable_parameters(full) == sum(p.numel() for p in full.parameters())
+    assert all(torch.equal(full.backbone.state_dict()[k], v) for k, v in before.items())
+    lora = ft.adapt(backbone, "lora", PAD, r=2, alpha=4)
+    adapters = [p for n, p in lora.named_parameters() if n.endswith((".A", ".B"))]
+    assert len(adapters) == 2 * 2 * 2  # 2 layers x (q_proj, v_proj) x (A, B)
+    head = 16 * 2 + 2
+    assert ft.trainable_parameters(lora) == sum(p.numel() for p in adapters) + head
+    assert ft.trainable_parameters(lora) == 2 * 2 * (2 * 16 + 16 * 2) + head
+    assert isinstance(lora.backbone.blocks[1].attn.v_proj, ft.LoRALinear)
+    random = ft.adapt(backbone, "random", PAD, seed=1)
+    state = random.backbone.state_dict()
+    assert state.keys() == before.keys()
+    for k, v in before.items():
+        assert state[k].shape == v.shape
+        if v.dim() == 2 and k != "mask":  # weight matrices (LayerNorm and biases start equal)
+            assert not torch.equal(state[k], v), f"{k} was not re-initialised"
+    again = ft.adapt(backbone, "random", PAD, seed=1)
+    assert all(torch.equal(again.state_dict()[k], v) for k, v in random.state_dict().items())
+    assert ft.trainable_parameters(random) == ft.trainable_parameters(full)
+    assert all(torch.equal(backbone.state_dict()[k], v) for k, v in before.items())
+    assert all(p.requires_grad for p in backbone.parameters())  # LoRA froze its copy only
+    assert not any(isinstance(m, ft.LoRALinear) for m in backbone.modules())
+    with pytest.raises(ValueError, match=r"how must be one of \('full', 'lora', 'random'\)"):
+        ft.adapt(backbone, "probe", PAD)
+
+
+def test_arms_name_known_ways_and_pools():
+    assert all(arm["how"] in ft.HOW and arm["pool"] in ft.POOLS for arm in ft.ARMS.values())
+
+
+def test_predict_logits_is_the_forward_in_eval_mode_and_restores_the_mode():
+    clf = ft.SequenceClassifier(tiny(dropout=0.5), num_classes=2, pad_id=PAD)
+    rows, _ = separable(5, seed=0)
+    clf.train()
+    logits = ft.predict_logits(clf, rows, batch_size=2)  # batches of 2, 2, 1
+    assert clf.training, "predict_logits left the model in eval mode"
+    with torch.no_grad():
+        expected = clf.eval()(rows)
+    assert logits.shape == (5, 2) and logits.dtype == torch.float32
+    assert torch.allclose(logits, expected, atol=1e-6)
+    assert torch.allclose(ft.predict_logits(clf, rows), expected, atol=1e-6)
+    assert not clf.training  # an eval-mode model stays in eval mode
+
+
+@pytest.mark.parametrize("pool", ["last", "mean"])
+def test_frozen_features_are_the_pooled_hidden_states(pool):
+    backbone = tiny()
+    rows, _ = separable(5, seed=0)
+    features = ft.frozen_features(backbone, rows, PAD, pool, batch_size=2)
+    keep = ft.real_positions(rows, PAD)
+    with torch.no_grad():
+        expected = ft.pool_hidden(backbone.features(rows, keep=keep), keep, pool)
+    assert isinstance(features, np.ndarray) and features.shape == (5, 16)
+    assert np.allclose(features, expected.numpy(), atol=1e-6)
+
+
+def _val_loss(clf, rows, labels):
+    return float(F.cross_entropy(ft.predict_logits(clf, rows), labels))
+
+
+def test_fit_classifier_learns_in_rounds_of_whole_epochs():
+    clf = ft.adapt(tiny(), "full", PAD)
+    rows, labels = separable(12, seed=0)
+    val_rows, val_labels = separable(8, seed=1)
+    start = _val_loss(clf, val_rows, val_labels)
+    fit = ft.fit_classifier(clf, rows, labels, val_rows, val_labels, lr=3e-3, batch_size=5,
+                            round_examples=30, max_rounds=3, patience=2)
+    assert fit["epochs_per_round"] == math.ceil(30 / 12) == 3
+    assert fit["steps"] == fit["rounds"] * 3 * math.ceil(12 / 5)
+    assert fit["examples_seen"] == fit["rounds"] * 3 * 12
+    losses = [h["val_loss"] for h in fit["history"]]
+    assert losses[-1] < losses[0] < start, losses
+    assert fit["best_round"] == fit["rounds"] == 3 and fit["at_cap"] is True
+    assert fit["val_loss"] == pytest.approx(_val_loss(clf, val_rows, val_labels), abs=1e-6)
+    assert fit["val_acc"] == float((ft.predict_logits(clf, val_rows).argmax(-1) ==
+                                    val_labels).float().mean())
+    assert fit["trained_params"] == ft.trainable_parameters(clf)
+    one_epoch = ft.fit_classifier(ft.adapt(tiny(), "full", PAD), rows, labels, val_rows,
+                                  val_labels, lr=1e-3, round_examples=5, max_rounds=1)
+    assert one_epoch["epochs_per_round"] == 1 and one_epoch["at_cap"] is True
+
+
+def test_fit_classifier_stops_after_patience_rounds_and_puts_the_best_back():
+    clf = ft.adapt(tiny(), "full", PAD)
+    rows, labels = separable(12, seed=0)
+    val_rows, val_labels = separable(8, seed=1, flip=True)  # learning the task hurts here
+    fit = ft.fit_classifier(clf, rows, labels, val_rows, val_labels, lr=3e-3, batch_size=6,
+                            round_examples=12, max_rounds=10, patience=2)
+    losses = [h["val_loss"] for h in fit["history"]]
+    assert fit["best_round"] == 1 and fit["rounds"] == 1 + 2 and fit["at_cap"] is False, losses
+    assert losses[-1] > losses[0]
+    restored = _val_loss(clf, val_rows, val_labels)
+    assert restored == pytest.approx(fit["val_loss"], abs=1e-6) and fit["val_loss"] == losses[0]
+    assert restored != pytest.approx(losses[-1], abs=1e-4)  # not the last round's weights
+
+
+def test_fit_classifier_changes_only_what_requires_grad():
+    backbone = tiny()
+    before = copy.deepcopy(backbone.state_dict())
+    clf = ft.adapt(backbone, "lora", PAD, r=2, alpha=4)
+    frozen = {n: p.detach().clone() for n, p in clf.named_parameters() if not p.requires_grad}
+    trained = {n: p.detach().clone() for n, p in clf.named_parameters() if p.requires_grad}
+    rows, labels = separable(12, seed=0)
+    val_rows, val_labels = separable(8, seed=1)
+    fit = ft.fit_classifier(clf, rows, labels, val_rows, val_labels, lr=1e-2, batch_size=6,
+                            round_examples=12, max_rounds=2, patience=1)
+    now = dict(clf.named_parameters())
+    assert frozen and all(torch.equal(now[n], p) for n, p in frozen.items())
+    changed = {n for n, p in trained.items() if not torch.equal(now[n], p)}
+    assert {"head.weight", "backbone.blocks.0.attn.q_proj.B"} <= changed
+    assert fit["trained_params"] == ft.trainable_parameters(clf) == sum(
+        p.numel() for p in trained.values())
+    assert all(torch.equal(backbone.state_dict()[k], v) for k, v in before.items())
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(labels=torch.tensor([0, 1, 0])), r"rows has 4 rows but its labels are not a "
+                                           r"LongTensor \[4\]"),
+    (dict(val_labels=torch.tensor([0, 1])), r"val_rows has 3 rows"),
+    (dict(val_labels=torch.tensor([0.0, 1.0, 0.0])), r"val_rows has 3 rows"),
+    (dict(rows=torch.tensor([3, 4, 5, 6])), r"rows must be a LongTensor \[N, L\]"),
+    (dict(lr=0.0), "lr must be > 0, got 0.0"),
+    (dict(lr=-1e-3), "lr must be > 0"),
+    (dict(patience=0), "patience must be a positive int, got 0"),
+    (dict(max_rounds=0), "max_rounds must be a positive int"),
+    (dict(batch_size=2.5), "batch_size must be a positive int"),
+])
+def test_fit_classifier_bad_inputs_say_what_is_wrong(change, message):
+    clf = ft.adapt(tiny(), "full", PAD)
+    rows, labels = separable(4, seed=0)
+    val_rows, val_labels = separable(3, seed=1)
+    args = dict(rows=rows, labels=labels, val_rows=val_rows, val_labels=val_labels, lr=1e-3)
+    with pytest.raises(ValueError, match=message):
+        ft.fit_classifier(clf, **{**args, **change})
+
+
+def test_fit_classifier_says_so_when_the_validation_loss_is_never_finite():
+    clf = ft.adapt(tiny(), "full", PAD)
+    rows, labels = separable(4, seed=0)
+    with torch.no_grad():
+        clf.head.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"never finite \(nan\) in 1 round\(s\): lr=0.001"):
+        ft.fit_classifier(clf, rows, labels, rows, labels, lr=1e-3, max_rounds=3, patience=1)
+
+
+def _ending_logp(model, text, ending):
+    x = torch.tensor([list(text) + list(ending)])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(x)[0], dim=-1)  # [W, V]
+    return sum(float(logp[len(text) - 1 + k, e]) for k, e in enumerate(ending))
+
+
+def test_zero_shot_margin_is_the_log_probability_of_one_ending_minus_the_other():
+    model = tiny()
+    endings = ([20, 21], [22])  # room for the text: max_len 16 - 2 = 14 ids, <bos> included
+    long_text = list(range(23, 23 + 15))  # 15 ids: <bos> and its last 13 fit
+    rows = ft.tail_rows([[5, 6, 7], long_text], 16, PAD, PAD)
+    margin = ft.zero_shot_margin(model, rows, PAD, endings, batch_size=1)
+    assert isinstance(margin, np.ndarray) and margin.shape == (2,)
+    short = [PAD, 5, 6, 7]
+    by_hand = _ending_logp(model, short, [20, 21]) - _ending_logp(model, short, [22])
+    assert margin[0] == pytest.approx(by_hand, abs=1e-4)
+    tail = [PAD] + long_text[-13:]
+    by_hand = _ending_logp(model, tail, [20, 21]) - _ending_logp(model, tail, [22])
+    assert margin[1] == pytest.approx(by_hand, abs=1e-4)
+    assert np.allclose(ft.zero_shot_margin(model, rows, PAD, endings), margin, atol=1e-5)
+    assert np.allclose(ft.zero_shot_margin(model, ft.tail_rows([long_text], 14, PAD, PAD), PAD,
+                                           endings), margin[1:], atol=1e-5)
+
+
+def test_zero_shot_margin_runs_in_eval_mode_and_refuses_an_encoder_or_no_room():
+    model = tiny(dropout=0.5).train()
+    rows = ft.tail_rows([[5, 6, 7], [8, 9]], 6, PAD, PAD)
+    margin = ft.zero_shot_margin(model, rows, PAD, ([20], [22]))
+    assert model.training, "zero_shot_margin left the model in eval mode"
+    assert np.allclose(margin, ft.zero_shot_margin(model.eval(), rows, PAD, ([20], [22])))
+    with pytest.raises(ValueError, match=r"an encoder \(causal=False\) does not predict"):
+        ft.zero_shot_margin(tiny(causal=False), rows, PAD, ([20], [22]))
+    for endings in (([20] * 15, [22]), ([], [22])):
+        with pytest.raises(ValueError, match=r"each ending needs 1 to 14 ids"):
+            ft.zero_shot_margin(model, rows, PAD, endings)

@@ -341,3 +341,65 @@ def test_power_law_backtest_bad_inputs():
         stats.power_law_backtest(x[:2], y[:2], fit_fraction=0.5)
     assert stats.power_law_backtest(x, y, floors=(0.0,), target=0.0)["target_x"].iloc[0] == \
         float("inf")
+
+
+# --------------------------------------------------------------------------- two levels
+def _runs(spread, runs=5, rows=200, seed=12):
+    """[runs, rows] scores: a per-row difficulty, plus a per-run offset of size `spread`."""
+    rng = np.random.default_rng(seed)
+    offsets = rng.normal(0, 1, (runs, 1)) * spread
+    return rng.normal(0, 1, rows) + offsets + rng.normal(0, 0.1, (runs, rows))
+
+
+def test_two_level_estimate_is_fn_of_the_original_arrays_and_deterministic():
+    a, b = _runs(0.5, seed=13), _runs(0.5, seed=14)
+    seen = []
+
+    def gap(x, y):
+        seen.append(x.shape)
+        return float(np.mean(x) - np.mean(y ** 2))
+
+    iv = stats.two_level_bootstrap(gap, a, b, n_resamples=200, seed=3)
+    assert iv.estimate == gap(a, b) and iv.low <= iv.estimate <= iv.high and iv.level == 0.95
+    assert set(seen) == {(5, 200)}, "fn must get [runs, rows] arrays"
+    assert iv == stats.two_level_bootstrap(gap, a, b, n_resamples=200, seed=3)
+    assert iv != stats.two_level_bootstrap(gap, a, b, n_resamples=200, seed=4)
+
+
+def test_two_level_interval_has_zero_width_without_spread_and_is_paired():
+    flat = stats.two_level_bootstrap(np.mean, np.full((3, 10), 0.7), n_resamples=200)
+    assert (flat.estimate, flat.low, flat.high) == pytest.approx((0.7, 0.7, 0.7), abs=1e-12)
+    a = _runs(2.0)
+    gap = stats.two_level_bootstrap(lambda x, y: np.mean(x - y), a, a - 0.25, n_resamples=200)
+    assert gap.high - gap.low < 1e-9 and gap.estimate == pytest.approx(0.25)
+
+
+def test_two_level_interval_widens_with_run_to_run_spread():
+    widths = []
+    for spread in (0.0, 0.5, 2.0):
+        iv = stats.two_level_bootstrap(np.mean, _runs(spread), n_resamples=1000)
+        widths.append(iv.high - iv.low)
+    assert widths[0] < widths[1] < widths[2], widths
+    assert widths[2] > 3 * widths[0]
+
+
+def test_two_level_with_one_run_is_the_plain_bootstrap_of_the_rows():
+    x = np.random.default_rng(15).normal(0, 1, 400)
+    two = stats.two_level_bootstrap(np.mean, x[None, :], n_resamples=2000)
+    one = stats.bootstrap(np.mean, x, n_resamples=2000)
+    assert two.estimate == pytest.approx(one.estimate)
+    assert (two.high - two.low) / (one.high - one.low) == pytest.approx(1.0, abs=0.15)
+
+
+@pytest.mark.parametrize("arrays, kwargs, message", [
+    ((), {}, r"needs arrays of shape \[runs, rows\]"),
+    ((np.ones((2, 3, 4)),), {}, r"needs arrays of shape \[runs, rows\]"),
+    ((np.ones((3, 10)), np.ones((2, 10))), {}, r"must have one shape \[runs, rows\], got "
+                                               r"\[\(3, 10\), \(2, 10\)\]"),
+    ((np.ones((3, 1)),), {}, "at least 2 rows"),
+    ((np.ones((3, 10)),), dict(level=95), "level must be between 0 and 1"),
+    ((np.ones((3, 10)),), dict(n_resamples=10), "too few"),
+])
+def test_two_level_bad_shapes_say_what_to_do(arrays, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        stats.two_level_bootstrap(np.mean, *arrays, **kwargs)

@@ -13,6 +13,7 @@ family of figures has its own module and draws only with the public names of ``s
 ``inputs``         a forecast window, a feature tokenizer, the teacher-forcing shift
 ``decoding``       a KV-cache step, a beam search
 ``data_parallel``  one step of data-parallel training
+``adaptation``     linear probe, full fine-tuning and LoRA on a pretrained model
 =================  ==================================================================
 
 Each figure function returns a matplotlib Figure and never calls ``plt.show()``::
@@ -23,6 +24,7 @@ Each figure function returns a matplotlib Figure and never calls ``plt.show()``:
 
 from __future__ import annotations
 
+from .adaptation import adaptation_ways
 from .attention import mask_conventions, query_over_hours, sdpa_pipeline, split_heads
 from .blocks import attention_only_vs_block, decoder_only_stack, encoder_decoder, post_vs_pre_norm
 from .data_parallel import ddp_step
@@ -78,4 +80,5 @@ __all__ = [
     "encoder_decoder",
     "teacher_forcing_shift",
     "ddp_step",
+    "adaptation_ways",
 ]
