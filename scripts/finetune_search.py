@@ -30,7 +30,6 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this repository's course_lib
-import torch  # noqa: E402
 
 from course_lib import finetune, runtime  # noqa: E402
 from course_lib.precision import cpu_model  # noqa: E402
