@@ -597,7 +597,7 @@ SIZES = {
     "full": dict(length=64, train_reviews=None, val_reviews=300, test_reviews=1500,
                  budgets=(50, 200, 1000), probe_budgets=(50, 200, 1000, 5000, None),
                  draws=(1, 2, 3),
-                 fit=dict(batch_size=32, round_examples=256, max_rounds=20, patience=2)),
+                 fit=dict(batch_size=32, round_examples=64, max_rounds=20, patience=2)),
     "smoke": dict(length=24, train_reviews=300, val_reviews=16, test_reviews=24,
                   budgets=(8, 16), probe_budgets=(8, 16, None), draws=(1, 2),
                   fit=dict(batch_size=8, round_examples=16, max_rounds=2, patience=1)),

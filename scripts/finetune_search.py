@@ -6,7 +6,7 @@
 For each arm (the shipped GPT fine-tuned in full or with LoRA, the masked-LM encoder
 fine-tuned in full, the GPT's architecture from random initialisation) and each label
 budget, every rate of the arm's grid trains exactly as chapter 12 trains it
-(``finetune.fit_classifier``: rounds of at least 512 examples, early stopping on the
+(``finetune.fit_classifier``: rounds of at least 64 examples, early stopping on the
 validation loss) on draw 0 of the labels, a draw the chapter does not report. Each run is
 scored by its best validation loss (accuracy beside it). Where an arm's best rate lies on
 the edge of its grid, the grid is extended by a factor 3 on that side, at most twice, so
@@ -35,7 +35,7 @@ from course_lib import finetune, runtime  # noqa: E402
 from course_lib.precision import cpu_model  # noqa: E402
 
 NAME = "finetune_12"
-GRIDS = {"full": (3e-4, 1e-3, 3e-3), "lora": (1e-3, 3e-3, 1e-2), "random": (3e-4, 1e-3, 3e-3)}
+GRIDS = {"full": (1e-4, 3e-4, 1e-3), "lora": (1e-3, 3e-3, 1e-2), "random": (3e-4, 1e-3, 3e-3)}
 MAX_EXTENSIONS = 2
 
 
