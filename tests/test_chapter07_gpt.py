@@ -38,7 +38,8 @@ def _class_source(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def page():
-    namespace = {"nn": nn, "torch": torch, "math": math, "W": W, "ladder": ladder}  # W: the page's max_len
+    # W: the page's max_len
+    namespace = {"nn": nn, "torch": torch, "math": math, "W": W, "ladder": ladder}
     for name in CLASSES:
         exec(compile(_class_source(name), f"{NOTEBOOK.name}: class {name}", "exec"), namespace)
     return namespace

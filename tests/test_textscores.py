@@ -9,8 +9,8 @@ import torch
 from course_lib import decoding
 from course_lib.ngram import KneserNey, sequence_ngrams
 from course_lib.textscores import (
-    fit_judge,
     distinct_n,
+    fit_judge,
     ngram_perplexity,
     repetition_rate,
     unseen_word_share,
