@@ -56,6 +56,8 @@ class SequenceClassifier(nn.Module):
         self.backbone, self.pool = backbone, pool
         self.num_classes, self.pad_id = num_classes, pad_id
         self.head = nn.Linear(d_model, num_classes)
+        nn.init.zeros_(self.head.weight)  # the untrained classifier says 1/C to every class:
+        nn.init.zeros_(self.head.bias)  # its loss starts at ln C, not above it
 
     def forward(self, tokens):
         keep = real_positions(tokens, self.pad_id)  # [B, L]: True up to each text's end

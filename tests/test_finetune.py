@@ -121,6 +121,7 @@ def test_an_encoder_saves_and_loads_as_an_encoder(tmp_path):
 def test_last_pool_reads_the_last_real_token_not_the_pad_slot():
     model = small()
     clf = ft.SequenceClassifier(model, num_classes=2, pad_id=PAD).eval()
+    torch.nn.init.normal_(clf.head.weight)  # a trained-looking head (it starts at zero)
     tokens = padded_batch()
     logits = clf(tokens)  # [2, 2]
     alone = clf(tokens[:1, :4])  # the first text without its padding
@@ -240,6 +241,7 @@ def test_lora_errors():
 
 def test_add_lora_freezes_all_but_the_adapters_and_the_head():
     clf = ft.SequenceClassifier(small(), num_classes=2, pad_id=PAD).eval()
+    torch.nn.init.normal_(clf.head.weight)  # a trained-looking head: gradients reach LoRA
     tokens = padded_batch()
     before = clf(tokens)
     count = ft.add_lora(clf, r=4, alpha=8, target_names=["q_proj", "v_proj"],
@@ -633,3 +635,10 @@ def test_zero_shot_margin_runs_in_eval_mode_and_refuses_an_encoder_or_no_room():
     for endings in (([20] * 15, [22]), ([], [22])):
         with pytest.raises(ValueError, match=r"each ending needs 1 to 14 ids"):
             ft.zero_shot_margin(model, rows, PAD, endings)
+
+
+def test_a_new_head_starts_at_zero_so_the_untrained_loss_is_ln_c():
+    clf = ft.SequenceClassifier(small(), num_classes=3, pad_id=PAD)
+    assert not clf.head.weight.any() and not clf.head.bias.any()
+    loss = clf.loss(padded_batch(), torch.tensor([0, 2]))
+    assert math.isclose(loss.item(), math.log(3), rel_tol=1e-6)
