@@ -428,12 +428,11 @@ def predict_logits(model: nn.Module, rows: torch.Tensor, batch_size: int = 256,
 def frozen_features(backbone: nn.Module, rows: torch.Tensor, pad_id: int, pool: str,
                     batch_size: int = 256, device="cpu", desc: str | None = None) -> np.ndarray:
     """The pooled hidden states [N, d] of a frozen backbone: what a linear probe reads."""
-    from tqdm.auto import tqdm
+    from .runtime import progress
 
     backbone.eval()
     out = []
-    for i in tqdm(range(0, len(rows), batch_size), desc=desc, disable=desc is None,
-                  leave=False):
+    for i in progress(range(0, len(rows), batch_size), desc=desc, disable=desc is None):
         batch = rows[i:i + batch_size].to(device)
         keep = real_positions(batch, pad_id)
         out.append(pool_hidden(backbone.features(batch, keep=keep), keep, pool).float().cpu())
