@@ -584,9 +584,10 @@ def adapt(backbone: nn.Module, how: str, pad_id: int, pool: str = "last", r: int
     if how not in HOW:
         raise ValueError(f"how must be one of {HOW}, got {how!r}")
     torch.manual_seed(seed)  # the head's initial weights (and, for "random", the backbone's)
-    body = copy.deepcopy(backbone).requires_grad_(True)  # whatever the caller froze
-    if how == "random":
+    if how == "random":  # the architecture only: fresh weights from the seed
         body = type(backbone)(backbone.config)
+    else:  # a copy: the caller's backbone never changes
+        body = copy.deepcopy(backbone).requires_grad_(True)  # whatever the caller froze
     clf = SequenceClassifier(body, num_classes=2, pad_id=pad_id, pool=pool)
     if how == "lora":
         add_lora(clf, r=r, alpha=alpha, target_names=("q_proj", "v_proj"), trainable=("head",))
