@@ -165,7 +165,7 @@ class LoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):  # [..., in] -> [..., out]
-        update = self.dropout(x) @ self.A.T @ self.B.T  # [..., r] -> [..., out]
+        update = self.dropout(x) @ self.A.T @ self.B.T  # [..., in] -> [..., r] -> [..., out]
         return self.base(x) + update * self.scale
 
     @torch.no_grad()

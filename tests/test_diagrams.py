@@ -290,14 +290,20 @@ def test_adaptation_ways_counts_what_the_library_trains(close_figures):
     gpt = GPT(config)
     lora = finetune.trainable_parameters(finetune.adapt(gpt, "lora", pad_id=0, r=2, alpha=4))
     full = finetune.trainable_parameters(finetune.adapt(gpt, "full", pad_id=0))
-    probe = finetune.SequenceClassifier(gpt, num_classes=2, pad_id=0).head
+    head = finetune.SequenceClassifier(gpt, num_classes=2, pad_id=0).head
+    from sklearn.linear_model import LogisticRegression  # the chapter's probe
+
+    fitted = LogisticRegression().fit(np.random.default_rng(0).normal(size=(8, config.d_model)),
+                                      [0, 1] * 4)
+    probe = fitted.coef_.size + fitted.intercept_.size  # binary: d weights and one bias
     backbone = sum(p.numel() for p in gpt.parameters())
     fig = diagrams.adaptation_ways(d_model=16, num_layers=3, r=2, alpha=4,
                                    backbone_params=backbone)
     texts = _texts(fig)
-    for n in (finetune.trainable_parameters(probe), full, lora):
+    assert finetune.trainable_parameters(head) == 2 * config.d_model + 2
+    for n in (probe, full, lora):
         assert f"trained: {n:,}" in texts, (n, [t for t in texts if t.startswith("trained")])
-    assert "trained: 258" in _texts(diagrams.adaptation_ways())  # 2 d + 2 for d = 128
+    assert "trained: 129" in _texts(diagrams.adaptation_ways())  # d + 1 for d = 128
 
 
 def test_adaptation_ways_marks_trained_and_frozen(close_figures):

@@ -70,6 +70,15 @@ ALLOWED: dict[str, dict[str, str]] = {
         "70%": "explains what calibration means (says 70%, is right 70% of the time); "
                "not a result",
     },
+    "12_finetuning": {
+        "88.85 %": "Raschka's logistic regression on IMDB (LLMs-from-scratch, ch06 bonus), cited",
+        "91.88 %": "Raschka's fine-tuned GPT-2 on IMDB (LLMs-from-scratch, ch06 bonus), cited",
+        "124 M": "GPT-2's parameter count, cited with Raschka's result",
+        "35,000": "the training split of Raschka's IMDB experiment, cited",
+        "10,000": "the test split of Raschka's IMDB experiment, cited",
+        "50,000": "all IMDB reviews, from which Raschka's splits are drawn, cited",
+        "110 M": "BERT-base's parameter count (Devlin et al. 2019), cited",
+    },
     "11_mixed_precision": {
         "65,504": "the largest float16 number, a property of the format (IEEE 754); the "
                   "notebook prints it only rounded",

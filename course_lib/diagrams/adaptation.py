@@ -94,11 +94,13 @@ def _column(ax, cx, top, title, subtitle, how, trained_count, detail):
     pool = op(ax, cx, fr.bottom[1] - 0.42, "pool", w=0.9, h=0.34, size=SMALL)
     arrow(ax, fr.bottom, pool.top)
     shape_text(ax, pool.right[0] + 0.08, pool.y, "[B, d]", ha="left")
-    head_label = "logistic regression  d → 2" if how == "probe" else "linear head  d → 2"
+    # scikit-learn's binary logistic regression has one logit; the trained head has two
+    head_label = "logistic regression  d → 1" if how == "probe" else "linear head  d → 2"
     head = op(ax, cx, pool.y - 0.6, head_label, w=2.2, h=0.34, fill=LEARNED, size=SMALL)
     arrow(ax, pool.bottom, head.top)
-    out = tensor(ax, cx, head.y - 0.6, 1.1, 0.3, "logits", fill=DATA, size=SMALL,
-                 shape="[B, 2]", shape_at="right")
+    out = tensor(ax, cx, head.y - 0.6, 1.1, 0.3, "logit" if how == "probe" else "logits",
+                 fill=DATA, size=SMALL, shape="[B, 1]" if how == "probe" else "[B, 2]",
+                 shape_at="right")
     arrow(ax, head.bottom, out.top)
     text(ax, cx, out.y - 0.5, f"trained: {trained_count}", weight="bold")
     note(ax, cx, out.y - 0.78, detail)
@@ -144,16 +146,18 @@ def adaptation_ways(d_model: int = 128, num_layers: int = 4, r: int = 8, alpha: 
                     backbone_params: int | None = None):
     """Chapter 12: three ways of turning a pretrained model into a sentiment classifier.
 
-    A linear probe trains only a logistic regression on frozen, pooled features; full
+    A linear probe trains only a logistic regression (standardised inputs, one logit: d + 1
+    weights) on frozen, pooled features; full
     fine-tuning trains every weight and the head; LoRA freezes the backbone and trains, in
     every block, a low-rank update B A (rank ``r``) beside the query and value maps W_Q and
     W_V: y = W x + (alpha/r) B A x, B starting at zero; the head trains too. Each panel ends
-    with how many parameters it trains: the head has 2 d + 2; LoRA adds 2 r d per adapted map,
-    two maps in each of ``num_layers`` blocks; full fine-tuning adds the backbone's own
+    with how many parameters it trains: the probe d + 1, the head 2 d + 2; LoRA adds 2 r d
+    per adapted map, two maps in each of ``num_layers`` blocks; full fine-tuning adds the backbone's own
     (``backbone_params``, written when given).
     """
     d = int(d_model)
     head = 2 * d + 2
+    probe = d + 1
     lora = num_layers * 2 * 2 * r * d
     fig, ax = canvas(10, 8.1, "Three ways to adapt a pretrained Transformer")
 
@@ -173,7 +177,7 @@ def adaptation_ways(d_model: int = 128, num_layers: int = 4, r: int = 8, alpha: 
     else:
         full = ("every weight", f"the backbone's + {head} in the head")
     cols = [(1.4, "1. linear probe", "features from a frozen model", "probe",
-             (f"{head}", "the head: 2d + 2")),
+             (f"{probe}", "logistic regression: d + 1")),
             (4.1, "2. full fine-tuning", "every weight trains", "full", full),
             (6.8, "3. LoRA", "frozen model, low-rank updates", "lora",
              (f"{lora + head:,}", f"{lora:,} in A, B + {head} in the head"))]
@@ -188,5 +192,5 @@ def adaptation_ways(d_model: int = 128, num_layers: int = 4, r: int = 8, alpha: 
     arrow(ax, badge.right, (zoom.left[0], badge.y), color=MUTED, lw=1.0, ls=(0, (2, 2)),
           head=False)
     note(ax, 5.0, 0.35, "pool: the last real token's hidden state (GPT: the only position that "
-         "has read the whole review), or the mean over the real tokens (encoder)")
+         "has read the whole row), or the mean over the real tokens (encoder)")
     return fig
