@@ -152,8 +152,8 @@ def adaptation_ways(d_model: int = 128, num_layers: int = 4, r: int = 8, alpha: 
     every block, a low-rank update B A (rank ``r``) beside the query and value maps W_Q and
     W_V: y = W x + (alpha/r) B A x, B starting at zero; the head trains too. Each panel ends
     with how many parameters it trains: the probe d + 1, the head 2 d + 2; LoRA adds 2 r d
-    per adapted map, two maps in each of ``num_layers`` blocks; full fine-tuning adds the backbone's own
-    (``backbone_params``, written when given).
+    per adapted map, two maps in each of ``num_layers`` blocks; full fine-tuning adds the
+    backbone's own (``backbone_params``, written when given).
     """
     d = int(d_model)
     head = 2 * d + 2
