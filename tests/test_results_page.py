@@ -59,7 +59,7 @@ def test_committed_claims_bind_to_the_committed_cards():
     cards = rc.load_cards(RESULTS)
     for r in rows:
         assert r.notebook in cards
-        assert r.verdict in {"ahead", "behind", "tie", "better", "worse", "equal"}
+        assert r.verdict in {"ahead", "behind", "inconclusive", "better", "worse", "equal"}
 
 
 def test_no_number_is_typed_on_the_results_page():
@@ -305,15 +305,15 @@ def test_chinese_spacing_of_assembled_text():
 @pytest.mark.parametrize("low, high, better, verdict", [
     (-0.07, -0.03, "lower", "ahead"),
     (0.03, 0.07, "lower", "behind"),
-    (-0.02, 0.03, "lower", "tie"),
-    (0.0, 0.03, "lower", "tie"),  # an end at 0 is inside
+    (-0.02, 0.03, "lower", "inconclusive"),
+    (0.0, 0.03, "lower", "inconclusive"),  # an end at 0 is inside
     (0.03, 0.07, "higher", "ahead"),
     (-0.07, -0.03, "higher", "behind"),
 ])
 def test_verdict_with_an_interval(low, high, better, verdict):
     r = row(low, high, better=better)
     assert r.verdict == verdict
-    assert ("contains 0" in r.basis) == (verdict == "tie")
+    assert ("contains 0" in r.basis) == (verdict == "inconclusive")
 
 
 def test_verdict_without_an_interval_only_compares_and_says_so():
@@ -326,7 +326,7 @@ def test_verdict_without_an_interval_only_compares_and_says_so():
 
 def test_verdicts_and_numbers_in_chinese():
     assert rc.verdict_text(row(-0.07, -0.03), "zh_CN") == "领先"
-    assert rc.verdict_text(row(-0.02, 0.03), "zh_CN") == "持平"
+    assert rc.verdict_text(row(-0.02, 0.03), "zh_CN") == "无定论"
     assert rc.basis_text(row(-0.02, 0.03), "zh_CN") == "差值的 95% 区间包含 0"
     assert rc.basis_text(row(seeds=3), "zh_CN") == "差值没有区间：3 个随机种子的均值"
     assert rc.gap_text(row(-0.07, -0.03), "zh_CN") == "差值 -0.05，95% 区间 [-0.07, -0.03]"
@@ -362,12 +362,12 @@ def test_draw_makes_an_svg_with_every_claim(close_figures):
             row(better="higher", ours=0.5, base=1.0), row(ours=-1.8, base=-1.7)]
     svg = rc.draw(rows).decode("utf-8")
     assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
-    assert "tie" in svg and "ahead" in svg and "values not positive" in svg
+    assert "inconclusive" in svg and "ahead" in svg and "values not positive" in svg
     assert "9,000" in svg  # a ratio beyond the axis is written out
     assert rc.draw(rows) == rc.draw(rows)  # the same bytes at every build (fixed hash salt)
     zh = rc.draw(rows, language="zh_CN").decode("utf-8")
-    assert "持平" in zh and "领先" in zh and "数值不为正" in zh and "好 9,000\u00d7" in zh
-    assert "tie" not in zh and "better" not in zh
+    assert "无定论" in zh and "领先" in zh and "数值不为正" in zh and "好 9,000\u00d7" in zh
+    assert "inconclusive" not in zh and "better" not in zh
 
 
 # --------------------------------------------------------------------------- in Sphinx

@@ -242,12 +242,13 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        """With an interval: ahead, behind or tie. Without one: better, worse or equal.
+        """With an interval: ahead, behind or inconclusive (the interval contains 0; "tie" would
+        need an equivalence margin stated in advance). Without one: better, worse or equal.
 
         The English word is the key; ``verdict_text`` gives it in the page's language."""
         if self.low is not None:
             if self.low <= 0.0 <= self.high:
-                return "tie"
+                return "inconclusive"
             ahead = self.high < 0 if self.better == "lower" else self.low > 0
             return "ahead" if ahead else "behind"
         if self.gap == 0:
@@ -269,7 +270,7 @@ def basis_text(row: Row, language: str | None = "en") -> str:
     """What the verdict rests on, in words."""
     text = texts(language)
     if row.low is not None:
-        return text["basis_contains" if row.verdict == "tie" else "basis_excludes"]
+        return text["basis_contains" if row.verdict == "inconclusive" else "basis_excludes"]
     seeds = row.ours.seeds
     if seeds and seeds > 1:
         return text["basis_seeds"].format(seeds=seeds)

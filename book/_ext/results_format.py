@@ -45,7 +45,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "metric_lower": "{metric}, lower is better",
         "metric_higher": "{metric}, higher is better",
         "no_claims": "No claims in {name} yet.",
-        "verdict_ahead": "ahead", "verdict_behind": "behind", "verdict_tie": "tie",
+        "verdict_ahead": "ahead", "verdict_behind": "behind", "verdict_inconclusive": "inconclusive",
         "verdict_better": "better", "verdict_worse": "worse", "verdict_equal": "equal",
         "basis_contains": "the 95% interval of the gap contains 0",
         "basis_excludes": "the 95% interval of the gap excludes 0",
@@ -73,7 +73,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "percent and a speed-up of several times both stay readable; a triangle at the "
             "right edge marks a ratio beyond the axis. Whiskers: the spread of our number over "
             "seeds, where the card has one. Light blue bar: the 95% interval of the gap, "
-            "where the card has one; a bar that crosses 0 is a tie. Drawn from the cards when "
+            "where the card has one; a bar that crosses 0 is inconclusive. Drawn from the cards when "
             "the book is built."),
         # results-seeds
         "seeds_one": "Every card records seed {seed} as its run's seed",
@@ -103,7 +103,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "metric_lower": "{metric}，越低越好",
         "metric_higher": "{metric}，越高越好",
         "no_claims": "{name} 中还没有任何比较。",
-        "verdict_ahead": "领先", "verdict_behind": "落后", "verdict_tie": "持平",
+        "verdict_ahead": "领先", "verdict_behind": "落后", "verdict_inconclusive": "无定论",
         "verdict_better": "更好", "verdict_worse": "更差", "verdict_equal": "相等",
         "basis_contains": "差值的 95% 区间包含 0",
         "basis_excludes": "差值的 95% 区间不包含 0",
@@ -127,7 +127,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "刻度在 0 附近几个百分点之内是线性的，之外是对数的，因此半个百分点的差距和数倍的"
             "加速都清晰可读；右边缘的三角形表示比值超出了坐标轴。误差线：我们的数值在多个随机种子"
             "之间的离散程度（卡片中有此项时）。浅蓝色条：差值的 95% 区间（卡片中有此项时）；"
-            "跨过 0 的条表示持平。此图在构建本书时根据结果卡片绘制。"),
+            "跨过 0 的条表示无定论。此图在构建本书时根据结果卡片绘制。"),
         "seeds_one": "每张卡片都记录随机种子 {seed} 为其运行的随机种子",
         "seeds_many": "各卡片记录的随机种子为 {seeds}",
         "seeds_only_one": "{first}；没有卡片记录多于一个随机种子。",
