@@ -316,6 +316,15 @@ def test_verdict_with_an_interval(low, high, better, verdict):
     assert ("contains 0" in r.basis) == (verdict == "inconclusive")
 
 
+def test_a_timing_says_it_rests_on_repeats_not_on_an_interval():
+    r = row()
+    r.ours.repeats = 4
+    assert r.basis == "no interval: medians over 4 interleaved repeats of one run"
+    assert "4 次交错重复" in rc.basis_text(r, "zh_CN")
+    r.ours.repeats = 1
+    assert r.basis == "no interval: single run"
+
+
 def test_verdict_without_an_interval_only_compares_and_says_so():
     assert row().verdict == "better" and row(ours=0.9).verdict == "worse"
     assert row(better="higher").verdict == "worse"

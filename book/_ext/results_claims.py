@@ -73,7 +73,7 @@ OPTIONAL_TRANSLATED_FIELDS = {"names", "source"}
 SOURCE_HASH_LENGTH = 12
 CLAIM_FIELDS = {"notebook", "claim", "metric", "better", "ours", "baseline", "interval",
                 *TRANSLATIONS}
-SIDE_FIELDS = {"label", "name", "key", "spread", "seeds", "ratio"}
+SIDE_FIELDS = {"label", "name", "key", "spread", "seeds", "repeats", "ratio"}
 
 
 class ClaimError(ExtensionError):
@@ -223,6 +223,7 @@ class Side:
     key: str | None = None  # None: the baseline of a ratio, 1 by definition
     spread: float | None = None
     seeds: int | None = None
+    repeats: int | None = None  # a timing: medians over this many interleaved repeats
 
 
 @dataclass
@@ -274,6 +275,9 @@ def basis_text(row: Row, language: str | None = "en") -> str:
     seeds = row.ours.seeds
     if seeds and seeds > 1:
         return text["basis_seeds"].format(seeds=seeds)
+    repeats = row.ours.repeats
+    if repeats and repeats > 1:
+        return text["basis_repeats"].format(repeats=repeats)
     return text["basis_single"]
 
 
@@ -333,6 +337,8 @@ def _side(spec: dict, card: dict, chapter: str, what: str, label: str | None = N
         side.spread = _number(card, spec["spread"], chapter, f"{what} spread")
     if "seeds" in spec:
         side.seeds = int(_number(card, spec["seeds"], chapter, f"{what} seeds"))
+    if "repeats" in spec:
+        side.repeats = int(_number(card, spec["repeats"], chapter, f"{what} repeats"))
     return side
 
 
