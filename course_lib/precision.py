@@ -76,6 +76,7 @@ _CURRENT: Precision | None = None
 OTHER_MACHINES = (
     {"cpu": "Intel Xeon, avx512_bf16 without AMX", "bf16_speedup": "0.70x"},
     {"cpu": "AMD EPYC with AVX-512 BF16", "bf16_speedup": "1.32x-1.75x"},
+    {"cpu": "AMD EPYC (Zen 1), AVX2, no bf16 instructions", "bf16_speedup": "0.12x"},
 )
 
 
