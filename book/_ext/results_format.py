@@ -45,7 +45,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "metric_lower": "{metric}, lower is better",
         "metric_higher": "{metric}, higher is better",
         "no_claims": "No claims in {name} yet.",
-        "verdict_ahead": "ahead", "verdict_behind": "behind", "verdict_inconclusive": "inconclusive",
+        "verdict_ahead": "ahead", "verdict_behind": "behind",
+        "verdict_inconclusive": "inconclusive",
         "verdict_better": "better", "verdict_worse": "worse", "verdict_equal": "equal",
         "basis_contains": "the 95% interval of the gap contains 0",
         "basis_excludes": "the 95% interval of the gap excludes 0",
@@ -74,8 +75,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "percent and a speed-up of several times both stay readable; a triangle at the "
             "right edge marks a ratio beyond the axis. Whiskers: the spread of our number over "
             "seeds, where the card has one. Light blue bar: the 95% interval of the gap, "
-            "where the card has one; a bar that crosses 0 is inconclusive. Drawn from the cards when "
-            "the book is built."),
+            "where the card has one; a bar that crosses 0 is inconclusive. Drawn from the cards "
+            "when the book is built."),
         # results-seeds
         "seeds_one": "Every card records seed {seed} as its run's seed",
         "seeds_many": "The cards record seeds {seeds}",
