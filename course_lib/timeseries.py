@@ -47,6 +47,7 @@ __all__ = [
     "FORECASTERS",
     "build_forecaster",
     "warmup_cosine",
+    "warmup_constant",
     "train_forecaster",
 ]
 
@@ -392,21 +393,32 @@ def warmup_cosine(warmup_steps: int, total_steps: int):
     return factor
 
 
+def warmup_constant(warmup_steps: int):
+    """Factor of the learning rate at each step for ``LambdaLR``: a linear warm-up over
+    ``warmup_steps``, then constant (early stopping, not the schedule, ends the training)."""
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
+    return lambda step: min((step + 1) / warmup_steps, 1.0)
+
+
 def train_forecaster(name: str, config: dict, train_set, val_loader, temp_index: int,
                      seed: int, epochs: int, patience: int, windows_per_epoch: int,
                      batch_size: int = 128, weight_decay: float = 1e-4, num_heads: int = 4,
-                     device="cpu", desc: str = "training"):
+                     device="cpu", desc: str = "training", schedule: str = "cosine"):
     """The chapter's one training recipe, for a fresh model of family ``name``.
 
     ``config`` holds lr, size, layers and dropout; ``train_set`` is a ``TensorDataset`` of
     windows [N, L, F] and targets [N]. The seed fixes the initial weights and the windows
-    drawn: AdamW, one warm-up epoch then a cosine decay that ends at ``epochs``,
-    ``windows_per_epoch`` training windows drawn without replacement each epoch, early
-    stopping on the validation loss with ``patience``, the best epoch's weights kept.
-    Returns (model, history), the history as ``training.fit`` gives it.
+    drawn: AdamW, one warm-up epoch, then (``schedule``) a cosine decay that ends at
+    ``epochs`` or a constant rate; ``windows_per_epoch`` training windows drawn without
+    replacement each epoch, early stopping on the validation loss with ``patience``, the
+    best epoch's weights kept. Returns (model, history), the history as ``training.fit``
+    gives it.
     """
     if "lr" not in config:
         raise ValueError("config needs a learning rate, lr, besides size, layers and dropout")
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
     X = train_set.tensors[0]  # [N, L, F]
     runtime.set_seed(seed)
     model = build_forecaster(name, config, X.shape[-1], temp_index, num_heads=num_heads,
@@ -416,8 +428,9 @@ def train_forecaster(name: str, config: dict, train_set, val_loader, temp_index:
     loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
     optimizer = torch.optim.AdamW(model.parameters(), lr=float(config["lr"]),
                                   weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, warmup_cosine(len(loader), epochs * len(loader)))
+    factor = (warmup_cosine(len(loader), epochs * len(loader)) if schedule == "cosine"
+              else warmup_constant(len(loader)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     history = training.fit(model, loader, val_loader, nn.MSELoss(), optimizer, epochs=epochs,
                            device=device, scheduler=scheduler, patience=patience, desc=desc)
     return model, history
