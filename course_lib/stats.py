@@ -267,10 +267,20 @@ def _percentile_interval(fn, arrays, draw_indices, n_resamples, level) -> Interv
     return Interval(estimate, float(low), float(high), level)
 
 
-def verdict(interval: Interval, lower_is_better: bool = True, names=("A", "B")) -> str:
-    """Words for an interval of `score(A) - score(B)`: who is ahead, or a tie."""
+def verdict(interval: Interval, lower_is_better: bool = True, names=("A", "B"),
+            zero: str = "tie") -> str:
+    """Words for an interval of `score(A) - score(B)`: who is ahead, or neither.
+
+    An interval that contains 0 shows no winner; ``zero`` names that case: "inconclusive"
+    (the course's word from now on: a tie needs an equivalence margin stated in advance) or
+    "tie" (what chapters not yet re-run print).
+    """
+    if zero not in ("tie", "inconclusive"):
+        raise ValueError(f"zero must be 'tie' or 'inconclusive', got {zero!r}")
     a, b = names
     if interval.contains(0.0):
+        if zero == "inconclusive":
+            return f"inconclusive: {a} vs {b} (the interval contains 0)"
         return f"{a} and {b} tie (the interval contains 0)"
     a_ahead = interval.high < 0 if lower_is_better else interval.low > 0
     return f"{a} is ahead of {b}" if a_ahead else f"{b} is ahead of {a}"

@@ -42,6 +42,10 @@ def test_tie_and_determinism():
     two = stats.bootstrap(np.mean, x, seed=5)
     assert one == two
     assert "tie" in stats.verdict(one)
+    assert stats.verdict(one, names=("a", "b"), zero="inconclusive") == (
+        "inconclusive: a vs b (the interval contains 0)")
+    with pytest.raises(ValueError, match="'tie' or 'inconclusive'"):
+        stats.verdict(one, zero="draw")
     assert str(one).startswith(f"{one.estimate:.4g} [")
 
 
