@@ -224,7 +224,7 @@ def main(argv=None) -> int:
     csv_path, json_path = args.out / f"{NAME}.csv", args.out / f"{NAME}.json"
     table.to_csv(csv_path, index=False, float_format="%.6g", lineterminator="\n")
     meta = {
-        "script": "scripts/search_05_time_series.py",
+        "script": "scripts/train_05_time_series.py",
         "script_sha256": file_sha256(__file__),
         "table": csv_path.name,
         "table_sha256": file_sha256(csv_path),
