@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .checks import positive_int
+
 
 # --------------------------------------------------------------------------- checks
 def _check_tensor(name: str, x) -> None:
@@ -151,9 +153,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        for name, val in (("d_model", d_model), ("num_heads", num_heads)):
-            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
-                raise ValueError(f"{name} must be a positive int, got {val!r}")
+        positive_int("d_model", d_model)
+        positive_int("num_heads", num_heads)
         if d_model % num_heads != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "

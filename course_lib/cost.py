@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch.utils import benchmark
 
+from .checks import positive_int
+
 
 def _check_callable(fn) -> None:
     if not callable(fn):
@@ -152,8 +154,7 @@ def time_interleaved(fns, repeats: int = 7, min_time: float = 0.05, warmup: int 
         raise TypeError("fns must be a non-empty dict {name: function of no arguments}")
     for fn in fns.values():
         _check_callable(fn)
-    if not (isinstance(repeats, int) and repeats >= 1):
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    positive_int("repeats", repeats)
     if not (isinstance(min_time, (int, float)) and min_time > 0):
         raise ValueError(f"min_time must be a positive number of seconds, got {min_time!r}")
     if not (isinstance(warmup, int) and warmup >= 0):

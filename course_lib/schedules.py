@@ -16,15 +16,9 @@ so that the value returned here *is* the learning rate::
 
 from __future__ import annotations
 
-import math
 import numbers
 
-
-def _positive(name: str, value, integer: bool) -> None:
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or not math.isfinite(value) or value <= 0:
-        kind = "a positive int" if integer else "a positive number"
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
+from .checks import positive_int, positive_number
 
 
 class NoamLambda:
@@ -36,9 +30,9 @@ class NoamLambda:
     """
 
     def __init__(self, d_model: int, warmup_steps: int, factor: float = 1.0):
-        _positive("d_model", d_model, integer=True)
-        _positive("warmup_steps", warmup_steps, integer=True)
-        _positive("factor", factor, integer=False)
+        positive_int("d_model", d_model)
+        positive_int("warmup_steps", warmup_steps)
+        positive_number("factor", factor)
         self.d_model, self.warmup_steps, self.factor = d_model, warmup_steps, float(factor)
 
     def __call__(self, step: int) -> float:

@@ -28,6 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 
 from . import blocks, positional, runtime, training
+from .checks import positive_int
 
 __all__ = [
     "WIND_DIRECTIONS",
@@ -186,8 +187,7 @@ def window_starts(split: slice, length: int, horizon: int = 1, stride: int = 1) 
     """First rows s of the windows [s, s + length) whose target row s + length - 1 + horizon
     lies inside ``split`` together with the whole window. ``stride`` keeps every stride-th."""
     for name, val in (("length", length), ("horizon", horizon), ("stride", stride)):
-        if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
-            raise ValueError(f"{name} must be a positive int, got {val!r}")
+        positive_int(name, val)
     last_start = split.stop - length - horizon  # target row = start + length - 1 + horizon
     if last_start < split.start:
         raise ValueError(f"the split has {split.stop - split.start} rows, fewer than "

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
+from .checks import positive_int
 from .precision import Precision
 from .runtime import progress
 
@@ -118,8 +119,7 @@ def fit(
         raise ValueError("fit needs an optimizer")
     if patience is not None and (not isinstance(patience, int) or patience < 1):
         raise ValueError(f"patience must be a positive int or None, got {patience!r}")
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    positive_int("epochs", epochs)
     if patience is not None and val_loader is None:
         raise ValueError("early stopping (patience) needs a val_loader")
     if batch_loss is None:

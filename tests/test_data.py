@@ -40,8 +40,8 @@ def test_sha256_of_hashes_each_file_once(tmp_path, monkeypatch):
     path = tmp_path / "f.txt"
     path.write_bytes(b"attention")
     calls = []
-    real = data._hash_file
-    monkeypatch.setattr(data, "_hash_file", lambda p: calls.append(p) or real(p))
+    real = data.file_sha256
+    monkeypatch.setattr(data, "file_sha256", lambda p: calls.append(p) or real(p))
     expected = hashlib.sha256(b"attention").hexdigest()
     assert data.sha256_of(path) == data.sha256_of(str(path)) == expected
     assert len(calls) == 1
@@ -52,7 +52,7 @@ def test_sha256_of_hashes_each_file_once(tmp_path, monkeypatch):
 
 def test_repeated_loads_do_not_rehash(monkeypatch):
     data.load_ames()
-    monkeypatch.setattr(data, "_hash_file", lambda p: pytest.fail(f"hashed {p} again"))
+    monkeypatch.setattr(data, "file_sha256", lambda p: pytest.fail(f"hashed {p} again"))
     assert len(data.load_ames()) == 2930
 
 
@@ -228,3 +228,14 @@ def test_never_touches_the_network(monkeypatch):
     assert data.verify_all()["ok"].all()
     for load, _ in LOADERS.values():
         load()
+
+
+def test_one_sha256_helper_for_data_files_and_search_tables(tmp_path):
+    from course_lib import checks, tuning
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 5000)  # 1.28 MB: two chunks of 1 MiB
+    expected = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert checks.file_sha256(path) == expected
+    assert tuning.file_sha256 is checks.file_sha256 and data.file_sha256 is checks.file_sha256
+    assert data.sha256_of(path) == expected
