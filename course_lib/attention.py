@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import positive_int
+from .machine import quiet_stderr  # the profiler writes start/stop notes to stderr
 
 
 # --------------------------------------------------------------------------- checks
@@ -352,10 +353,8 @@ def which_sdpa_kernel(q, k, v, **kwargs) -> str:
     """
     from torch.profiler import ProfilerActivity, profile
 
-    from .cost import _quiet_stderr  # the profiler writes start/stop notes to stderr
-
     _check_qkv(q, k, v)
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         F.scaled_dot_product_attention(q, k, v, **kwargs)
     kernels = [e for e in prof.events() if e.name.startswith("aten::_scaled_dot_product_")]
     if not kernels:

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from .runtime import cache_dir
+from .machine import cache_dir, cpu_model, quiet_stderr
 from .stats import median_iqr
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -81,27 +81,7 @@ OTHER_MACHINES = (
 
 
 # --------------------------------------------------------------------------- the CPU
-def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """The CPU's model name, e.g. ``AMD EPYC 7763 64-Core Processor`` (else the architecture)."""
-    system = platform.system()
-    if system == "Linux":
-        try:
-            text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip().lower() in ("model name", "hardware", "cpu model") and value.strip():
-                return " ".join(value.split())
-    elif system == "Darwin":
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                 text=True, timeout=5, check=True).stdout.strip()
-            if out:
-                return out
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
+# cpu_model (imported above from course_lib.machine) names it; these say what it can do.
 def cpu_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
     """The CPU's bfloat16 instruction-set flags (Linux): a subset of {avx512_bf16, amx_bf16}."""
     if platform.system() != "Linux":
@@ -171,15 +151,13 @@ def profile_ops(fn, warmup: int = 1):
     import pandas as pd
     from torch.profiler import ProfilerActivity, profile
 
-    from .cost import _quiet_stderr  # the profiler writes start/stop notes to stderr
-
     if not callable(fn):
         raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
     if not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     for _ in range(warmup):
         fn()
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     rows = [{"op": e.key, "calls": e.count, "self_ms": e.self_cpu_time_total / 1000,
              "total_ms": e.cpu_time_total / 1000} for e in prof.key_averages()]

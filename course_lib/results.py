@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .precision import Probe, cpu_model, current
+from .machine import cpu_model
+from .precision import Probe, current
 from .runtime import results_dir
 
 PROFILES = ("full", "smoke", "gpu")

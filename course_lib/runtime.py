@@ -14,7 +14,8 @@ Environment variables (all optional):
 ``COURSE_PROGRESS``  ``auto`` (widgets in Jupyter), ``text`` (one line per bar) or ``off``
 ``COURSE_PRECISION`` ``auto``, ``fp32``, ``bf16`` or ``fp16`` for notebooks that train with
                      mixed precision (``setup(precision="auto")``; see ``course_lib.precision``)
-``COURSE_CACHE_DIR`` folder for per-machine measurements such as the bf16 probe (default:
+``COURSE_CACHE_DIR`` folder for per-machine measurements such as the bf16 probe (``cache_dir``,
+                     from ``course_lib.machine``; default:
                      ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``)
 """
 
@@ -27,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from . import precision as _precision
+from .machine import cache_dir  # noqa: F401 (re-exported: runtime.cache_dir)
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -55,16 +59,6 @@ def artifacts_dir() -> Path:
     path = Path(env).expanduser() if env else repo_root() / "artifacts"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def cache_dir() -> Path:
-    """Folder for what is measured once per machine (the precision probe), not committed:
-    ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``."""
-    env = os.environ.get("COURSE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "course_lib"
 
 
 # --------------------------------------------------------------------------- seeds
@@ -194,8 +188,6 @@ def setup(seed: int = 0, device: str | None = None, threads: int | None = None,
     large step and not for a small one.
     ``precision.current()`` returns the choice, and results cards record it.
     """
-    from . import precision as _precision
-
     dev = get_device(device)
     n = set_threads(threads)
     mp = _precision.choose(dev, None if precision == "auto" else precision,
