@@ -212,3 +212,10 @@ def test_bpe_json_with_legacy_merges_reads_back_the_same(bpe):
     again = text.BPETokenizer.from_json(legacy)
     for t in TEXTS[:5]:
         assert again.encode(t) == bpe.encode(t)
+
+
+def test_gpt_answers_to_the_training_and_scoring_names_that_lm_holds():
+    for name in ("configure_optimizer", "RowBatches", "lm_batch_loss", "token_nll",
+                 "sliding_windows", "sliding_nll"):
+        assert getattr(gpt, name) is getattr(lm, name), name
+        assert getattr(lm, name).__module__ == "course_lib.lm", name
