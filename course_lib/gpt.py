@@ -20,7 +20,6 @@ position sees every other, a bidirectional encoder for masked-language-model pre
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from .lm import (  # noqa: F401
 from .masks import causal_mask
 from .positional import SequenceTooLongError
 from .runtime import check_device
+from .schedules import warmup_cosine  # noqa: F401 (chapters 7, 10, 11: gpt.warmup_cosine)
 
 
 @dataclass
@@ -312,23 +312,6 @@ def _check_keep(keep, tokens):
 def kv_cache_bytes(config: GPTConfig, batch: int, length: int, bytes_per_value: int = 4) -> int:
     """Memory of a full KV cache: 2 (K and V) x layers x batch x length x d_model values."""
     return 2 * config.num_layers * batch * length * config.d_model * bytes_per_value
-
-
-# ---------------------------------------------------------------------- training helpers
-def warmup_cosine(warmup_steps: int, total_steps: int, final_fraction: float = 0.1):
-    """``LambdaLR`` factor: linear warm-up to 1, then a cosine down to ``final_fraction``."""
-    if warmup_steps < 0 or total_steps < 1 or warmup_steps >= total_steps:
-        raise ValueError(
-            f"need 0 <= warmup_steps < total_steps, got {warmup_steps} and {total_steps}"
-        )
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-        return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return factor
 
 
 def save(model: GPT, path, **extra) -> None:

@@ -32,6 +32,7 @@ from torch import nn
 
 from . import precision as _precision
 from .runtime import progress
+from .schedules import warmup_constant
 
 
 def token_stream(sequences: Iterable[Sequence[int]]) -> torch.Tensor:
@@ -69,15 +70,8 @@ def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
     return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 
-def constant_after_warmup(warmup_steps: int):
-    """``LambdaLR`` factor: linear warm-up to 1 over ``warmup_steps``, then constant.
-
-    With a constant rate a checkpoint after k steps is the model a k-step run would give,
-    so one run yields a whole curve of (compute, loss) points.
-    """
-    if not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
-    return lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+# Its name here before course_lib.schedules held every schedule.
+constant_after_warmup = warmup_constant
 
 
 def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int, window: int,
@@ -94,7 +88,8 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     [B, window + 1] into (inputs, targets); the default is the shift by one,
     ``(batch[:, :-1], batch[:, 1:])`` (chapter 7's bug zoo passes a wrong one).
     ``schedule(step)`` is the ``LambdaLR`` factor of the rate (step from 0); the default is
-    ``constant_after_warmup(warmup_steps)``, e.g. ``gpt.warmup_cosine(warmup, steps)`` decays it.
+    ``schedules.warmup_constant(warmup_steps)``, e.g. ``schedules.warmup_cosine(warmup, steps)``
+    decays it.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
@@ -102,7 +97,7 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     prec = _precision.current() if precision is None else precision
     model.to(device)
     optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay)
-    factor = constant_after_warmup(warmup_steps) if schedule is None else schedule
+    factor = warmup_constant(warmup_steps) if schedule is None else schedule
     if not callable(factor):
         raise TypeError(f"schedule must be a function of the step, got {type(factor).__name__}")
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
