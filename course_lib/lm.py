@@ -77,7 +77,7 @@ constant_after_warmup = warmup_constant
 def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int, window: int,
           lr: float, warmup_steps: int = 100, weight_decay: float = 0.1, clip: float = 1.0,
           checkpoints: Iterable[int] = (), evaluate: Callable[[nn.Module], dict] | None = None,
-          seed: int = 0, device="cpu", desc: str = "train", precision=None,
+          seed: int = 0, device="cpu", desc: str = "train", precision="current",
           pairs: Callable[[torch.Tensor], tuple] | None = None,
           schedule: Callable[[int], float] | None = None) -> pd.DataFrame:
     """AdamW on random windows of ``stream``; one history row per checkpoint (and the end).
@@ -89,12 +89,14 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     ``(batch[:, :-1], batch[:, 1:])`` (chapter 7's bug zoo passes a wrong one).
     ``schedule(step)`` is the ``LambdaLR`` factor of the rate (step from 0); the default is
     ``schedules.warmup_constant(warmup_steps)``, e.g. ``schedules.warmup_cosine(warmup, steps)``
-    decays it.
+    decays it. ``precision`` (``precision.as_precision``): by default ``"current"``, the one
+    ``runtime.setup`` chose, so a notebook that calls ``setup(precision="auto")`` trains in it;
+    None is float32, as everywhere in course_lib.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     marks = sorted({int(c) for c in checkpoints if 0 < int(c) < steps} | {steps})
-    prec = _precision.current() if precision is None else precision
+    prec = _precision.as_precision(precision, device)
     model.to(device)
     optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay)
     factor = warmup_constant(warmup_steps) if schedule is None else schedule

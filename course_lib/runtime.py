@@ -175,23 +175,29 @@ def set_threads(n: int | None = None) -> int:
 
 
 def setup(seed: int = 0, device: str | None = None, threads: int | None = None,
-          precision: str = "fp32", probe_step: dict | None = None) -> torch.device:
+          precision: str | None = "fp32", probe_step: dict | None = None,
+          profile: str | None = None) -> torch.device:
     """Seed everything, choose device, threads and precision, print them, return the device.
 
-    ``precision`` is what the notebook trains with: ``"fp32"`` (the default: no autocast) or
-    ``"auto"`` for a notebook that trains under ``course_lib.precision``'s autocast, which
-    then picks bf16, fp16 or fp32 for the device (``$COURSE_PRECISION`` overrides ``auto``);
-    on a CPU that choice comes from a measurement, printed on a second line:
+    ``precision`` is what the notebook trains with: ``"fp32"`` (the default; None means the
+    same: no autocast) or ``"auto"`` for a notebook that trains under
+    ``course_lib.precision``'s autocast, which then picks bf16, fp16 or fp32 for the device
+    (``$COURSE_PRECISION`` overrides ``auto``); on a CPU that choice comes from a measurement,
+    printed on a second line:
     ``precision: fp32 (probe: bf16 0.71x the speed of fp32 on AMD EPYC, 2 threads; cached)``.
     ``probe_step`` (with ``"auto"``): the sizes of the training step the probe times, the
     notebook's own (``course_lib.precision.probe_step`` lists them), since bf16 can pay for a
-    large step and not for a small one.
+    large step and not for a small one. ``profile`` (with ``"auto"``): the notebook's
+    ``PROFILE``; in ``"smoke"`` the probe is not run. None, for notebooks that do not pass it,
+    falls back to ``$COURSE_PROFILE`` (the one place the library still reads it).
     ``precision.current()`` returns the choice, and results cards record it.
     """
     dev = get_device(device)
     n = set_threads(threads)
-    mp = _precision.choose(dev, None if precision == "auto" else precision,
-                           probe_step=probe_step)
+    if profile is None:  # backward compatible: chapters 7, 9 and 11 do not pass their profile
+        profile = os.environ.get("COURSE_PROFILE", "full")
+    name = "fp32" if precision is None else None if precision == "auto" else precision
+    mp = _precision.choose(dev, name, probe_step=probe_step, profile=profile)
     _precision.set_current(mp)
     set_seed(seed)  # last: nothing chosen above can move the random state a notebook starts from
     print(f"torch {torch.__version__} | device: {dev.type} | CPU threads: {n} | "

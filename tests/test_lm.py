@@ -219,3 +219,21 @@ def test_gpt_answers_to_the_training_and_scoring_names_that_lm_holds():
                  "sliding_windows", "sliding_nll"):
         assert getattr(gpt, name) is getattr(lm, name), name
         assert getattr(lm, name).__module__ == "course_lib.lm", name
+
+
+def test_train_follows_setups_precision_by_default_and_none_is_float32(monkeypatch):
+    from course_lib import precision
+
+    class Counted(precision.Precision):
+        calls = 0
+
+        def autocast(self):
+            Counted.calls += 1
+            return super().autocast()
+
+    monkeypatch.setattr(precision, "_CURRENT", Counted("fp32", "cpu"))  # as runtime.setup sets
+    stream = torch.arange(500) % 20
+    lm.train(_tiny(), stream, 3, batch_size=2, window=4, lr=1e-3)  # default: "current"
+    assert Counted.calls == 3
+    lm.train(_tiny(), stream, 3, batch_size=2, window=4, lr=1e-3, precision=None)
+    assert Counted.calls == 3, "None is float32, not the current precision"

@@ -233,18 +233,50 @@ def test_machine_busy_compares_the_load_with_the_free_cores(monkeypatch, load, c
     assert REAL_BUSY(threads) is busy
 
 
-def test_smoke_profile_never_measures(probe, monkeypatch):
-    monkeypatch.setenv("COURSE_PROFILE", "smoke")
-    skipped = precision.cpu_probe()
+def test_smoke_profile_never_measures(probe):
+    skipped = precision.cpu_probe(profile="smoke")
     assert (skipped.source, skipped.bf16_speedup, skipped.choice) == ("skipped", None, "fp32")
-    assert choose("cpu", "auto").name == "fp32" and probe.calls == 0
+    assert choose("cpu", "auto", profile="smoke").name == "fp32" and probe.calls == 0
     assert not precision.probe_cache_path().exists(), "a smoke run must not cache anything"
-    monkeypatch.delenv("COURSE_PROFILE")
     probe.speedup = 1.5
     precision.cpu_probe()  # a full run measures and caches
-    monkeypatch.setenv("COURSE_PROFILE", "smoke")
-    cached = precision.cpu_probe()
+    cached = precision.cpu_probe(profile="smoke")
     assert (cached.source, cached.choice, probe.calls) == ("cached", "bf16", 1)
+
+
+def test_precision_does_not_read_the_profile_from_the_environment(probe, monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "smoke")
+    assert precision.cpu_probe().source == "measured" and probe.calls == 1  # profile="full"
+
+
+def test_setup_passes_the_profile_on_else_reads_the_environment(probe, monkeypatch):
+    monkeypatch.setenv("COURSE_THREADS", "1")
+    runtime.setup(seed=0, device="cpu", precision="auto", profile="smoke")
+    assert precision.current().probe.source == "skipped" and probe.calls == 0
+    monkeypatch.setenv("COURSE_PROFILE", "smoke")  # a notebook that does not pass its profile
+    runtime.setup(seed=0, device="cpu", precision="auto")
+    assert precision.current().probe.source == "skipped" and probe.calls == 0
+    runtime.setup(seed=0, device="cpu", precision="auto", profile="full")  # the argument wins
+    assert precision.current().probe.source == "measured" and probe.calls == 1
+
+
+def test_none_means_float32_everywhere(monkeypatch):
+    monkeypatch.setenv("COURSE_THREADS", "1")
+    monkeypatch.setenv("COURSE_PRECISION", "bf16")  # what "auto" would have followed
+    runtime.setup(seed=0, device="cpu", precision=None)
+    assert precision.current().name == "fp32"
+    precision.set_current(Precision("bf16", "cpu"))
+    assert precision.as_precision(None).name == "fp32"
+    assert precision.as_precision(None, "cpu").enabled is False
+    assert precision.as_precision("current") is precision.current()
+    bf16 = Precision("bf16", "cpu")
+    assert precision.as_precision(bf16) is bf16
+    with pytest.raises(ValueError, match="precision must be None"):
+        precision.as_precision("bf16")
+    args = dict(profile="full", seed=0, device="cpu", wall_seconds=1.0, params={"p": 1},
+                metrics={"m": 1.0})
+    assert results.make_card("nb", **args)["precision"] == "bf16 autocast"  # the default
+    assert results.make_card("nb", **args, precision=None)["precision"] == "float32"
 
 
 def test_probe_describes_itself():
