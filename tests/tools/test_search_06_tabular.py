@@ -17,7 +17,7 @@ import pytest
 
 from course_lib import tuning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "search_06_tabular.py"
 TABLE = ROOT / "book" / "results" / "search" / "search_06_tabular.csv"
 MODELS = ("ridge", "gradient boosting", "MLP", "Transformer")

@@ -20,7 +20,7 @@ import pytest
 import torch
 from notebook_cells import code_cell_defining
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_attention.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "01_attention.ipynb"
 
 
 @pytest.fixture(scope="module")

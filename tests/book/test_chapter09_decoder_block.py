@@ -20,7 +20,7 @@ from torch import nn
 
 from course_lib import attention, blocks, masks
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "09_translation.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "09_translation.ipynb"
 
 
 def _block_cell() -> str:

@@ -1,5 +1,5 @@
 """The student edition (tools/make_student_edition.py, nbgrader's release of the chapters): in
-sync, stubbed, convention kept. The nbgrader marks themselves: tests/test_assignments.py."""
+sync, stubbed, convention kept. The nbgrader marks themselves: tests/book/test_assignments.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tools import make_student_edition as se  # noqa: E402

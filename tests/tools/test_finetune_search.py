@@ -15,7 +15,7 @@ import pandas as pd
 
 from course_lib import finetune
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "finetune_search.py"
 META = ROOT / "book" / "results" / "search" / "finetune_12.json"
 

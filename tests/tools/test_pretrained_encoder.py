@@ -18,7 +18,7 @@ import pytest
 
 from course_lib import data, gpt, text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "pretrain_encoder.py"
 CARD = ROOT / "book" / "results" / "pretrain" / "encoder_imdb.json"
 SEARCH = ROOT / "book" / "results" / "search" / "pretrain_encoder.json"

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from course_lib import distributed as D
 from course_lib import gpt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
 # 4 Adam steps of a tiny GPT: the orders in which float sums are taken differ between the
 # runs, nothing else; measured differences are ~1e-8, a real mistake (half the batch) ~1e-3

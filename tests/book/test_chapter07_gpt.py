@@ -23,7 +23,7 @@ from torch import nn
 
 from course_lib import gpt, ladder
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_gpt.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_gpt.ipynb"
 CLASSES = ("GPT",)  # written in a cell; its parts are ladder's, shown by their source
 V, D, H, LAYERS, D_FF, W = 40, 32, 4, 2, 64, 12
 

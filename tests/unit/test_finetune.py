@@ -27,7 +27,7 @@ from course_lib import finetune as ft
 from course_lib import gpt, lm
 from course_lib.gpt import GPT, CachedStepFn, GPTConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 V, PAD = 50, 0
 
 

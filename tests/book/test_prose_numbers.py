@@ -56,7 +56,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")
                    if not p.name.startswith("."))  # not the runner's .NN.running copies
 
@@ -380,7 +380,7 @@ def test_every_quoted_number_is_printed(path):
         f"{path.name}: {len(bad)} number(s) in the prose appear in no output and no code "
         "cell of the notebook (stale after a re-run, or never printed). Make a cell print "
         "them, or, for a number no run measures (a paper's result), add it to ALLOWED in "
-        "tests/test_prose_numbers.py with its reason:\n"
+        "tests/book/test_prose_numbers.py with its reason:\n"
         + "\n".join(f"  cell {v['cell']}: {v['number']!r} in: {v['sentence']}" for v in bad))
 
 

@@ -20,7 +20,7 @@ from torch import nn
 
 from course_lib import attention, blocks
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "04_sequence_reversal.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "04_sequence_reversal.ipynb"
 
 
 def _block_cell() -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ALLOWED_RUN = re.compile(r"(make( [A-Za-z0-9_.=/-]+)+|bash \.ci/run)")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "test_gpu.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "test_gpu.py"
 
 
 @pytest.fixture
@@ -44,6 +44,11 @@ def test_with_a_gpu_units_then_notebooks_on_cuda(tool, monkeypatch):
     assert "pytest" in units and all(t in units for t in tool.GPU_UNIT_TESTS)
     assert "tools/run_notebooks.py" in notebooks and "smoke" in notebooks
     assert "--keep-going" not in notebooks  # the first failing notebook stops the run
+
+
+def test_the_device_unit_tests_it_names_exist(tool):
+    root = TOOL.parents[1]
+    assert tool.GPU_UNIT_TESTS and all((root / t).is_file() for t in tool.GPU_UNIT_TESTS)
 
 
 def test_a_failing_unit_test_stops_before_the_notebooks(tool, monkeypatch):

@@ -12,7 +12,7 @@ datasets, which nothing here reads) into a temporary folder, runs the copy's
   the copy, find nothing stale;
 - the Chinese catalogues still match the English: without a gettext build (minutes), the
   templates of the rewritten sources are the original catalogues' messages with the address
-  replaced (the catalogues match the sources in the repository: tests/test_translations.py),
+  replaced (the catalogues match the sources in the repository: tests/book/test_translations.py),
   and every message the tool rewrote is found, as rewritten, in its page or notebook; then
   test_translations' ``compare`` finds no problem the original catalogues did not have, no
   catalogue has format flags, and the translations keep the numbers of their English
@@ -31,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "book"))  # test_translations, test_prose_numbers
 
 from tools import set_repository as sr  # noqa: E402
 from tools.colab_cell import colab_cell, repository_url  # noqa: E402
