@@ -14,6 +14,8 @@ Environment variables (all optional):
 ``COURSE_PROGRESS``  ``auto`` (widgets in Jupyter), ``text`` (one line per bar) or ``off``
 ``COURSE_PRECISION`` ``auto``, ``fp32``, ``bf16`` or ``fp16`` for notebooks that train with
                      mixed precision (``setup(precision="auto")``; see ``course_lib.precision``)
+``COURSE_PROFILE``   read by ``setup(precision="auto")`` only when a notebook does not pass
+                     its ``profile=`` (chapters 7, 9 and 11 today): ``smoke`` skips the probe
 ``COURSE_CACHE_DIR`` folder for per-machine measurements such as the bf16 probe (``cache_dir``,
                      from ``course_lib.machine``; default:
                      ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``)
@@ -194,10 +196,10 @@ def setup(seed: int = 0, device: str | None = None, threads: int | None = None,
     """
     dev = get_device(device)
     n = set_threads(threads)
-    if profile is None:  # backward compatible: chapters 7, 9 and 11 do not pass their profile
+    if profile is None and precision == "auto":  # chapters 7, 9 and 11 do not pass it (yet)
         profile = os.environ.get("COURSE_PROFILE", "full")
     name = "fp32" if precision is None else None if precision == "auto" else precision
-    mp = _precision.choose(dev, name, probe_step=probe_step, profile=profile)
+    mp = _precision.choose(dev, name, probe_step=probe_step, profile=profile or "full")
     _precision.set_current(mp)
     set_seed(seed)  # last: nothing chosen above can move the random state a notebook starts from
     print(f"torch {torch.__version__} | device: {dev.type} | CPU threads: {n} | "
