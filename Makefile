@@ -5,7 +5,9 @@
 #                 build one
 #   make po       after a change to English prose: regenerate the message templates and update
 #                 the Chinese catalogues locales/zh_CN/LC_MESSAGES/*.po (then translate them)
-#   make test     unit tests + every notebook in the smoke profile (sets up .venv first)
+#   make test     every test (tests/unit, tests/book, tests/tools) + every notebook in the smoke
+#                 profile (sets up .venv first)
+#   make test-unit  only the unit tests of course_lib (tests/unit): what to run while editing it
 #   make test-minimum  the unit tests and chapters 1, 6, 9 at the oldest supported versions
 #   make test-gpu on a CUDA GPU: the unit tests that take a device, then every notebook at
 #                 smoke size with COURSE_DEVICE=cuda, stopping at the first error
@@ -33,8 +35,8 @@ WORKERS ?= 2
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: book book-en book-zh gettext po test test-minimum test-gpu lab full smoke student \
-        assignments \
+.PHONY: book book-en book-zh gettext po test test-unit test-minimum test-gpu lab full smoke \
+        student assignments \
         lint clean distclean install
 
 install: $(STAMP)
@@ -92,14 +94,15 @@ gettext: $(STAMP)
 # changed English message comes in untranslated, or fuzzy (sphinx-intl's guess from a similar
 # old message: check it, then delete the `#, fuzzy` line); a removed one is deleted
 # (--no-obsolete); then the python-format flags Babel puts on prose such as "9.1% of" are
-# dropped, so that `msgfmt --check` accepts natural Chinese. tests/test_translations.py
+# dropped, so that `msgfmt --check` accepts natural Chinese. tests/book/test_translations.py
 # fails until every catalogue matches the sources with 0 untranslated and 0 fuzzy messages.
 po: gettext
 	$(PY) tools/update_translations.py $(GETTEXT_BUILD)/_build/gettext --locales locales \
 		--language zh_CN
 
-# One pytest run: unit tests in tests/ and (if there are notebooks) every notebook through
-# nbval in the smoke profile. --dist loadfile keeps all cells of a notebook on one worker.
+# One pytest run: the tests in tests/ (unit/: course_lib; book/: the notebooks as committed,
+# both editions, the results page, the prose and the README; tools/: scripts/ and tools/) and
+# (if there are notebooks) every notebook through nbval in the smoke profile. --dist loadfile keeps all cells of a notebook on one worker.
 # Results cards of the smoke runs go to a temp folder, never into book/results/.
 # Exit code 5 ("no tests collected") is not a failure.
 test: $(STAMP)
@@ -112,6 +115,12 @@ test: $(STAMP)
 	rc=$$?; rm -rf $$results; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: nothing to fail"; rc=0; fi; \
 	exit $$rc
+
+# The unit tests alone, with the same settings as `make test` (minutes, not the half hour of
+# every notebook).
+test-unit: $(STAMP)
+	COURSE_PROFILE=smoke COURSE_PROGRESS=off COURSE_THREADS=1 OMP_NUM_THREADS=1 \
+	$(PY) -m pytest tests/unit -n $(WORKERS) --durations=15 -ra
 
 # What a Colab student on a GPU runtime runs into, on any machine with a CUDA GPU; CI has
 # none, so there it only prints that nothing was tested. About 7 minutes on one H200.

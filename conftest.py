@@ -1,4 +1,4 @@
-"""pytest hooks for the whole repository.
+"""pytest hooks for the whole repository (tests/conftest.py holds the tests' own settings).
 
 At the end of a run that executed notebooks (nbval), print one line per notebook with the
 time its cells took, so the smoke budget of each chapter is visible in CI's log.
@@ -7,6 +7,10 @@ time its cells took, so the smoke budget of each chapter is visible in CI's log.
 from __future__ import annotations
 
 from collections import defaultdict
+
+# The book's sources hold no tests; pyproject's norecursedirs cannot name this folder without
+# also skipping tests/book (paths here are relative to this file, so tests/book is kept).
+collect_ignore = ["book"]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

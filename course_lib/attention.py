@@ -19,6 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .checks import positive_int
+from .machine import quiet_stderr  # the profiler writes start/stop notes to stderr
+
 
 # --------------------------------------------------------------------------- checks
 def _check_tensor(name: str, x) -> None:
@@ -151,9 +154,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        for name, val in (("d_model", d_model), ("num_heads", num_heads)):
-            if not isinstance(val, int) or isinstance(val, bool) or val < 1:
-                raise ValueError(f"{name} must be a positive int, got {val!r}")
+        positive_int("d_model", d_model)
+        positive_int("num_heads", num_heads)
         if d_model % num_heads != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
@@ -351,10 +353,8 @@ def which_sdpa_kernel(q, k, v, **kwargs) -> str:
     """
     from torch.profiler import ProfilerActivity, profile
 
-    from .cost import _quiet_stderr  # the profiler writes start/stop notes to stderr
-
     _check_qkv(q, k, v)
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         F.scaled_dot_product_attention(q, k, v, **kwargs)
     kernels = [e for e in prof.events() if e.name.startswith("aten::_scaled_dot_product_")]
     if not kernels:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import positive_int
+
 
 def _as_1d(name: str, values, dtype=float) -> np.ndarray:
     array = np.asarray(values, dtype=dtype)
@@ -30,8 +32,7 @@ def _as_1d(name: str, values, dtype=float) -> np.ndarray:
 
 def bin_index(confidence, bins: int = 15) -> np.ndarray:
     """The equal-width bin of each confidence in [0, 1]: 0 .. bins - 1 (1.0 goes to the last)."""
-    if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1:
-        raise ValueError(f"bins must be a positive int, got {bins!r}")
+    positive_int("bins", bins)
     confidence = _as_1d("confidence", confidence)
     if confidence.size and (np.isnan(confidence).any() or confidence.min() < 0
                             or confidence.max() > 1):
@@ -51,8 +52,7 @@ def group_bins(confidence, correct, group, n_groups: int, bins: int = 15, nll=No
     for name, array in (("correct", correct), ("group", group)):
         if array.shape[0] != n:
             raise ValueError(f"{name} has {array.shape[0]} values for {n} confidences")
-    if not isinstance(n_groups, int) or isinstance(n_groups, bool) or n_groups < 1:
-        raise ValueError(f"n_groups must be a positive int, got {n_groups!r}")
+    positive_int("n_groups", n_groups)
     if n and (group.min() < 0 or group.max() >= n_groups):
         raise ValueError(f"group ids must lie in [0, n_groups={n_groups}), "
                          f"got {group.min()} .. {group.max()}")

@@ -11,14 +11,16 @@ amount of CPU memory that PyTorch held at once above the level at the start.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch.utils import benchmark
+
+from .checks import positive_int
+from .machine import cpu_model  # noqa: F401 (timings belong to a machine: print its name)
+from .machine import quiet_stderr as _quiet_stderr  # the name chapter 2's page shows
 
 
 def _check_callable(fn) -> None:
@@ -41,23 +43,6 @@ def time_call(fn: Callable[[], object], min_run_time: float = 0.5,
     threads = torch.get_num_threads() if num_threads is None else int(num_threads)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
     return float(timer.blocked_autorange(min_run_time=min_run_time).median)
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Silence file descriptor 2: the profiler prints start/stop notes from C++ there."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no usable stderr (some embedded interpreters): nothing to silence
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def peak_cpu_memory(fn: Callable[[], object]) -> int:
@@ -101,23 +86,6 @@ def loglog_slope(x, y) -> float:
 
 
 # --------------------------------------------------------------------------- several at once
-def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The processor's name as the operating system reports it (``"unknown"`` if it does not).
-
-    Timings belong to a machine: print this next to them.
-    """
-    import platform
-
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip() or "unknown"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def _sync() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
@@ -152,8 +120,7 @@ def time_interleaved(fns, repeats: int = 7, min_time: float = 0.05, warmup: int 
         raise TypeError("fns must be a non-empty dict {name: function of no arguments}")
     for fn in fns.values():
         _check_callable(fn)
-    if not (isinstance(repeats, int) and repeats >= 1):
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    positive_int("repeats", repeats)
     if not (isinstance(min_time, (int, float)) and min_time > 0):
         raise ValueError(f"min_time must be a positive number of seconds, got {min_time!r}")
     if not (isinstance(warmup, int) and warmup >= 0):

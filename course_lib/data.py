@@ -30,7 +30,6 @@ Each dataset's ``SOURCE.md`` gives its citation, license and provenance.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import html
 import os
 import re
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from course_lib.checks import file_sha256
 from course_lib.runtime import data_dir
 
 __all__ = [
@@ -147,21 +147,14 @@ class DataChecksumError(ValueError):
 _HASH_CACHE: dict[tuple[str, int, int], str] = {}
 
 
-def _hash_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def sha256_of(path: str | os.PathLike) -> str:
-    """The sha256 (hex) of a file, computed once per process per (path, size, mtime)."""
+    """The sha256 (hex) of a file (``checks.file_sha256``), computed once per process per
+    (path, size, mtime): a chapter that loads a dataset twice hashes it once."""
     path = Path(path).resolve()
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
     if key not in _HASH_CACHE:
-        _HASH_CACHE[key] = _hash_file(path)
+        _HASH_CACHE[key] = file_sha256(path)
     return _HASH_CACHE[key]
 
 

@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from . import gpt
+from .checks import positive_int
 from .stats import median_iqr
 
 MODES = ("single", "ddp", "manual")
@@ -272,8 +273,7 @@ class TrainConfig:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
-        if not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"steps must be a positive int, got {self.steps!r}")
+        positive_int("steps", self.steps)
 
 
 def check_mode(mode: str, info: ProcessInfo) -> None:

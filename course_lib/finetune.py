@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .checks import positive_int
+
 IGNORE = -100  # F.cross_entropy's ignore_index: the label of a position that is not scored
 POOLS = ("last", "mean", "first")
 
@@ -293,8 +295,7 @@ def _as_labels(labels) -> np.ndarray:
 
 
 def _check_budget(n, size, num_classes, balanced) -> None:
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    positive_int("n", n)
     if n > size:
         raise ValueError(f"n={n} is more than the {size} examples there are")
     if balanced and n < num_classes:
@@ -514,8 +515,7 @@ def _check_fit(rows, labels, val_rows, val_labels, lr, batch_size, max_rounds, p
         raise ValueError(f"lr must be > 0, got {lr}")
     for name, v in (("batch_size", batch_size), ("max_rounds", max_rounds),
                     ("patience", patience)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        positive_int(name, v)
 
 
 # --------------------------------------------------------------------------- zero-shot

@@ -20,7 +20,6 @@ position sees every other, a bidirectional encoder for masked-language-model pre
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,9 +30,21 @@ from torch import nn
 
 from .attention import KVCache
 from .blocks import Block
+
+# Training and scoring a language model live in course_lib.lm; chapters 7, 10 and 11 (and
+# distributed.train) call these by their old names here.
+from .lm import (  # noqa: F401
+    RowBatches,
+    configure_optimizer,
+    lm_batch_loss,
+    sliding_nll,
+    sliding_windows,
+    token_nll,
+)
 from .masks import causal_mask
 from .positional import SequenceTooLongError
 from .runtime import check_device
+from .schedules import warmup_cosine  # noqa: F401 (chapters 7, 10, 11: gpt.warmup_cosine)
 
 
 @dataclass
@@ -301,148 +312,6 @@ def _check_keep(keep, tokens):
 def kv_cache_bytes(config: GPTConfig, batch: int, length: int, bytes_per_value: int = 4) -> int:
     """Memory of a full KV cache: 2 (K and V) x layers x batch x length x d_model values."""
     return 2 * config.num_layers * batch * length * config.d_model * bytes_per_value
-
-
-# ---------------------------------------------------------------------- training helpers
-def warmup_cosine(warmup_steps: int, total_steps: int, final_fraction: float = 0.1):
-    """``LambdaLR`` factor: linear warm-up to 1, then a cosine down to ``final_fraction``."""
-    if warmup_steps < 0 or total_steps < 1 or warmup_steps >= total_steps:
-        raise ValueError(
-            f"need 0 <= warmup_steps < total_steps, got {warmup_steps} and {total_steps}"
-        )
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-        return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return factor
-
-
-def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
-                        betas=(0.9, 0.95)) -> torch.optim.AdamW:
-    """AdamW with weight decay on the weight matrices of the blocks only.
-
-    Embeddings (tokens, positions, and so the tied head), LayerNorm parameters and biases are
-    not decayed, as in GPT-2 and minGPT; an embedding is known by its module type, not its name.
-    """
-    kept = {id(p) for m in model.modules() if isinstance(m, (nn.Embedding, nn.LayerNorm))
-            for p in m.parameters(recurse=False)}
-    decay, no_decay = [], []
-    for p in model.parameters():  # a tied weight is listed once
-        (decay if p.dim() >= 2 and id(p) not in kept else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas)
-
-
-class RowBatches:
-    """Batches of rows [batch_size, L+1] from one shuffled pass after another, ``steps`` per epoch.
-
-    ``training.fit`` counts an epoch as one pass over its loader; this loader makes an
-    "epoch" a fixed number of steps, so a long run is checked on the validation set at
-    regular intervals and two datasets of different sizes can be compared step for step.
-    Each row is used once per pass; a new pass (reshuffled) starts when one runs out.
-    """
-
-    def __init__(self, rows: torch.Tensor, batch_size: int, steps: int, seed: int = 0):
-        if rows.dim() != 2 or len(rows) < batch_size:
-            raise ValueError(f"need rows [N >= batch_size, L+1], got {tuple(rows.shape)} "
-                             f"for batch_size={batch_size}")
-        self.rows, self.batch_size, self.steps = rows, batch_size, steps
-        self.generator = torch.Generator().manual_seed(seed)
-        self.order = torch.randperm(len(rows), generator=self.generator)
-        self.pos, self.passes = 0, 0
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self):
-        for _ in range(self.steps):
-            if self.pos + self.batch_size > len(self.order):
-                self.order = torch.randperm(len(self.rows), generator=self.generator)
-                self.pos, self.passes = 0, self.passes + 1
-            index = self.order[self.pos:self.pos + self.batch_size]
-            self.pos += self.batch_size
-            yield (self.rows[index],)
-
-    @property
-    def rows_seen(self) -> int:
-        return self.passes * len(self.rows) + self.pos
-
-
-def lm_batch_loss(model: GPT, batch, device) -> torch.Tensor:
-    """``training.fit``'s ``batch_loss`` for batches of token rows [B, L+1] (or a 1-tuple)."""
-    rows = batch[0] if isinstance(batch, (list, tuple)) else batch
-    return model.loss(rows.to(device))
-
-
-@torch.no_grad()
-def token_nll(model: GPT, rows: torch.Tensor, batch_size: int = 256,
-              device="cpu") -> tuple[float, int]:
-    """Summed next-token negative log-likelihood of ``rows`` [N, L+1], and the number of targets.
-
-    Padding targets (``config.pad_id``) are skipped. perplexity = exp(sum / count).
-    """
-    model.eval()
-    total, count = 0.0, 0
-    pad = model.config.pad_id
-    for start in range(0, rows.shape[0], batch_size):
-        chunk = rows[start:start + batch_size].to(device)
-        logits = model(chunk[:, :-1])
-        y = chunk[:, 1:]
-        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
-        keep = torch.ones_like(y, dtype=torch.bool) if pad is None else y != pad
-        total += float(nll[keep.reshape(-1)].sum())
-        count += int(keep.sum())
-    return total, count
-
-
-def sliding_windows(sequences, window: int, stride: int, pad_id: int):
-    """Rows [N, window + 1] and a bool mask [N, window] of the targets to score.
-
-    Every id of a sequence after its first is scored exactly once. The first row of a
-    sequence scores all its targets; each later row starts ``stride`` ids further on and
-    scores only targets not scored before, so each of them is predicted with at least
-    ``window - stride`` ids of context.
-    """
-    if not 1 <= stride <= window:
-        raise ValueError(f"stride must be in 1..window={window}, got {stride}")
-    rows, scored = [], []
-    for seq in sequences:
-        seq = list(seq)
-        done = 0  # targets 1..done are scored
-        start = 0
-        while done < len(seq) - 1:
-            row = seq[start:start + window + 1]
-            row = row + [pad_id] * (window + 1 - len(row))
-            positions = torch.arange(window)  # position p predicts seq[start + p + 1]
-            mask = (start + positions + 1 > done) & (start + positions + 1 < len(seq))
-            rows.append(row)
-            scored.append(mask)
-            done = min(start + window, len(seq) - 1)
-            start += stride
-    if not rows:
-        empty = torch.empty(0, window + 1, dtype=torch.long)
-        return empty, torch.empty(0, window, dtype=torch.bool)
-    return torch.tensor(rows, dtype=torch.long), torch.stack(scored)
-
-
-@torch.no_grad()
-def sliding_nll(model: GPT, sequences, stride: int, batch_size: int = 256,
-                device="cpu") -> tuple[float, int]:
-    """Summed NLL of every id after the first of each sequence, each with >= max_len - stride
-    ids of context (where the sequence has them); and the number of ids scored.
-
-    The sum of ``lm.target_nll`` over the same windows (one scoring loop for both).
-    """
-    from .lm import target_nll  # lm builds on this module, so it is imported here
-
-    pad = 0 if model.config.pad_id is None else model.config.pad_id
-    nll = target_nll(model, sequences, model.config.max_len, stride, batch_size=batch_size,
-                     device=device, pad_id=pad)
-    return float(nll.sum()), len(nll)
 
 
 def save(model: GPT, path, **extra) -> None:

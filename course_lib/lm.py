@@ -12,6 +12,11 @@ order (``seed``), so their curves differ only by the model.
 ``target_nll`` scores every id after the first of each sequence exactly once, in the same
 order as ``ngram.sequence_ngrams``, so a GPT and an n-gram model can be compared target by
 target (and mixed).
+
+The model lives in ``course_lib.gpt``; its training and scoring live here: the optimizer
+(``configure_optimizer``), ``training.fit``'s way of feeding it (``RowBatches`` of token rows,
+``lm_batch_loss``) and the scores of rows and sequences (``token_nll``, ``sliding_windows``,
+``sliding_nll``). ``gpt`` still answers to those names, as chapters 10 and 11 call them.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import precision as _precision
-from .gpt import GPTConfig, configure_optimizer, sliding_windows
 from .runtime import progress
+from .schedules import warmup_constant
 
 
 def token_stream(sequences: Iterable[Sequence[int]]) -> torch.Tensor:
@@ -48,21 +53,31 @@ def random_windows(stream: torch.Tensor, batch_size: int, window: int,
     return torch.stack([stream[s:s + window + 1] for s in start.tolist()])
 
 
-def constant_after_warmup(warmup_steps: int):
-    """``LambdaLR`` factor: linear warm-up to 1 over ``warmup_steps``, then constant.
+def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
+                        betas=(0.9, 0.95)) -> torch.optim.AdamW:
+    """AdamW with weight decay on the weight matrices of the blocks only.
 
-    With a constant rate a checkpoint after k steps is the model a k-step run would give,
-    so one run yields a whole curve of (compute, loss) points.
+    Embeddings (tokens, positions, and so the tied head), LayerNorm parameters and biases are
+    not decayed, as in GPT-2 and minGPT; an embedding is known by its module type, not its name.
     """
-    if not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
-    return lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+    kept = {id(p) for m in model.modules() if isinstance(m, (nn.Embedding, nn.LayerNorm))
+            for p in m.parameters(recurse=False)}
+    decay, no_decay = [], []
+    for p in model.parameters():  # a tied weight is listed once
+        (decay if p.dim() >= 2 and id(p) not in kept else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+# Its name here before course_lib.schedules held every schedule.
+constant_after_warmup = warmup_constant
 
 
 def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int, window: int,
           lr: float, warmup_steps: int = 100, weight_decay: float = 0.1, clip: float = 1.0,
           checkpoints: Iterable[int] = (), evaluate: Callable[[nn.Module], dict] | None = None,
-          seed: int = 0, device="cpu", desc: str = "train", precision=None,
+          seed: int = 0, device="cpu", desc: str = "train", precision="current",
           pairs: Callable[[torch.Tensor], tuple] | None = None,
           schedule: Callable[[int], float] | None = None) -> pd.DataFrame:
     """AdamW on random windows of ``stream``; one history row per checkpoint (and the end).
@@ -73,15 +88,18 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     [B, window + 1] into (inputs, targets); the default is the shift by one,
     ``(batch[:, :-1], batch[:, 1:])`` (chapter 7's bug zoo passes a wrong one).
     ``schedule(step)`` is the ``LambdaLR`` factor of the rate (step from 0); the default is
-    ``constant_after_warmup(warmup_steps)``, e.g. ``gpt.warmup_cosine(warmup, steps)`` decays it.
+    ``schedules.warmup_constant(warmup_steps)``, e.g. ``schedules.warmup_cosine(warmup, steps)``
+    decays it. ``precision`` (``precision.as_precision``): by default ``"current"``, the one
+    ``runtime.setup`` chose, so a notebook that calls ``setup(precision="auto")`` trains in it;
+    None is float32, as everywhere in course_lib.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     marks = sorted({int(c) for c in checkpoints if 0 < int(c) < steps} | {steps})
-    prec = _precision.current() if precision is None else precision
+    prec = _precision.as_precision(precision, device)
     model.to(device)
     optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay)
-    factor = constant_after_warmup(warmup_steps) if schedule is None else schedule
+    factor = warmup_constant(warmup_steps) if schedule is None else schedule
     if not callable(factor):
         raise TypeError(f"schedule must be a function of the step, got {type(factor).__name__}")
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
@@ -115,12 +133,123 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     return pd.DataFrame(rows)
 
 
+# ---------------------------------------------------------------------- batches for training.fit
+class RowBatches:
+    """Batches of rows [batch_size, L+1] from one shuffled pass after another, ``steps`` per epoch.
+
+    ``training.fit`` counts an epoch as one pass over its loader; this loader makes an
+    "epoch" a fixed number of steps, so a long run is checked on the validation set at
+    regular intervals and two datasets of different sizes can be compared step for step.
+    Each row is used once per pass; a new pass (reshuffled) starts when one runs out.
+    """
+
+    def __init__(self, rows: torch.Tensor, batch_size: int, steps: int, seed: int = 0):
+        if rows.dim() != 2 or len(rows) < batch_size:
+            raise ValueError(f"need rows [N >= batch_size, L+1], got {tuple(rows.shape)} "
+                             f"for batch_size={batch_size}")
+        self.rows, self.batch_size, self.steps = rows, batch_size, steps
+        self.generator = torch.Generator().manual_seed(seed)
+        self.order = torch.randperm(len(rows), generator=self.generator)
+        self.pos, self.passes = 0, 0
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        for _ in range(self.steps):
+            if self.pos + self.batch_size > len(self.order):
+                self.order = torch.randperm(len(self.rows), generator=self.generator)
+                self.pos, self.passes = 0, self.passes + 1
+            index = self.order[self.pos:self.pos + self.batch_size]
+            self.pos += self.batch_size
+            yield (self.rows[index],)
+
+    @property
+    def rows_seen(self) -> int:
+        return self.passes * len(self.rows) + self.pos
+
+
+def lm_batch_loss(model: nn.Module, batch, device) -> torch.Tensor:
+    """``training.fit``'s ``batch_loss`` for batches of token rows [B, L+1] (or a 1-tuple):
+    ``model.loss(rows)``, as ``gpt.GPT`` has it."""
+    rows = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return model.loss(rows.to(device))
+
+
+# ---------------------------------------------------------------------- scoring
+@torch.no_grad()
+def token_nll(model: nn.Module, rows: torch.Tensor, batch_size: int = 256,
+              device="cpu") -> tuple[float, int]:
+    """Summed next-token negative log-likelihood of ``rows`` [N, L+1], and the number of targets.
+
+    Padding targets (``model.config.pad_id``, a ``gpt.GPT``'s) are skipped.
+    perplexity = exp(sum / count).
+    """
+    model.eval()
+    total, count = 0.0, 0
+    pad = model.config.pad_id
+    for start in range(0, rows.shape[0], batch_size):
+        chunk = rows[start:start + batch_size].to(device)
+        logits = model(chunk[:, :-1])
+        y = chunk[:, 1:]
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+        keep = torch.ones_like(y, dtype=torch.bool) if pad is None else y != pad
+        total += float(nll[keep.reshape(-1)].sum())
+        count += int(keep.sum())
+    return total, count
+
+
+def sliding_windows(sequences, window: int, stride: int, pad_id: int):
+    """Rows [N, window + 1] and a bool mask [N, window] of the targets to score.
+
+    Every id of a sequence after its first is scored exactly once. The first row of a
+    sequence scores all its targets; each later row starts ``stride`` ids further on and
+    scores only targets not scored before, so each of them is predicted with at least
+    ``window - stride`` ids of context.
+    """
+    if not 1 <= stride <= window:
+        raise ValueError(f"stride must be in 1..window={window}, got {stride}")
+    rows, scored = [], []
+    for seq in sequences:
+        seq = list(seq)
+        done = 0  # targets 1..done are scored
+        start = 0
+        while done < len(seq) - 1:
+            row = seq[start:start + window + 1]
+            row = row + [pad_id] * (window + 1 - len(row))
+            positions = torch.arange(window)  # position p predicts seq[start + p + 1]
+            mask = (start + positions + 1 > done) & (start + positions + 1 < len(seq))
+            rows.append(row)
+            scored.append(mask)
+            done = min(start + window, len(seq) - 1)
+            start += stride
+    if not rows:
+        empty = torch.empty(0, window + 1, dtype=torch.long)
+        return empty, torch.empty(0, window, dtype=torch.bool)
+    return torch.tensor(rows, dtype=torch.long), torch.stack(scored)
+
+
+@torch.no_grad()
+def sliding_nll(model: nn.Module, sequences, stride: int, batch_size: int = 256,
+                device="cpu") -> tuple[float, int]:
+    """Summed NLL of every id after the first of each sequence, each with >= max_len - stride
+    ids of context (where the sequence has them); and the number of ids scored.
+
+    The sum of ``target_nll`` over the same windows (one scoring loop for both), for a
+    ``gpt.GPT`` (its ``config`` gives ``max_len`` and ``pad_id``).
+    """
+    pad = 0 if model.config.pad_id is None else model.config.pad_id
+    nll = target_nll(model, sequences, model.config.max_len, stride, batch_size=batch_size,
+                     device=device, pad_id=pad)
+    return float(nll.sum()), len(nll)
+
+
 @torch.no_grad()
 def target_nll(model: nn.Module, sequences: Sequence[Sequence[int]], window: int, stride: int,
                batch_size: int = 128, device="cpu", pad_id: int = 0) -> np.ndarray:
     """Negative log-likelihood (nats) of every id after the first of each sequence: [N].
 
-    Sliding windows of ``window`` ids, ``stride`` apart (``gpt.sliding_windows``): a target
+    Sliding windows of ``window`` ids, ``stride`` apart (``sliding_windows``): a target
     has at least ``window - stride`` ids of context where its sequence has them. The order
     is sequence by sequence, position by position, as in ``ngram.sequence_ngrams``.
     """
@@ -150,8 +279,9 @@ def target_positions(sequences: Sequence[Sequence[int]]) -> np.ndarray:
     return np.concatenate([np.arange(1, len(s)) for s in sequences if len(s) > 1])
 
 
-def flops_per_token(config: GPTConfig, window: int | None = None) -> float:
-    """Training FLOPs per target token of a ``gpt.GPT``: 6 N + 6 L T d (Kaplan et al. 2020).
+def flops_per_token(config, window: int | None = None) -> float:
+    """Training FLOPs per target token of a ``gpt.GPT`` (``config`` its ``GPTConfig``):
+    6 N + 6 L T d (Kaplan et al. 2020).
 
     N counts the parameters used in matrix multiplies: per block 4 d^2 (attention) and
     2 d d_ff (feed-forward), plus the V x d head (tied or not: it is multiplied). The second

@@ -9,14 +9,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+# The chapters show sources that call the shared check by this name.
+from .checks import positive_int as _positive_int
+
 
 class SequenceTooLongError(ValueError):
     """A sequence is longer than a positional table was built for."""
-
-
-def _positive_int(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 # --------------------------------------------------------------------------- sinusoidal

@@ -23,9 +23,10 @@ Which precision ``choose`` picks for ``"auto"``:
   thread count) and step size in ``<cache>/precision_probe.json``, so the probe runs once per
   machine and size; ``<cache>`` is ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``,
   else ``~/.cache/course_lib`` (delete the file to measure again). Two exceptions: in the
-  smoke profile (``COURSE_PROFILE=smoke``) the probe never runs (a cached answer is used,
-  else fp32), and a probe whose threads had to fight other processes for the cores
-  (``machine_busy``) decides its own run but is not cached;
+  smoke profile (``choose(..., profile="smoke")``, which ``runtime.setup`` passes on) the
+  probe never runs (a cached answer is used, else fp32), and a probe whose threads had to
+  fight other processes for the cores (``machine_busy``) decides its own run but is not
+  cached;
 - on a **CUDA GPU**: bf16 where supported, else **fp16** with a gradient scaler (float16 has
   a narrow exponent range: small gradients would round to zero without the scaler);
 - on **Apple MPS** and anything else: **fp32** (autocast off).
@@ -33,6 +34,11 @@ Which precision ``choose`` picks for ``"auto"``:
 ``$COURSE_PRECISION`` (``auto``, ``fp32``, ``bf16``, ``fp16``) overrides the choice, as
 ``$COURSE_DEVICE`` does for the device. ``Precision.probe`` says how a choice was made, and
 every results card records it.
+
+A function that trains or evaluates takes a ``precision`` argument, read by one rule
+(``as_precision``): **None is float32** (autocast off, no gradient scaler), ``"current"`` is
+the precision ``runtime.setup`` chose (``current()``), and a ``Precision`` is itself.
+``training.fit`` and ``training.evaluate`` default to None, ``lm.train`` to ``"current"``.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from .runtime import cache_dir
+from .machine import cache_dir, cpu_model, quiet_stderr
 from .stats import median_iqr
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -81,27 +87,7 @@ OTHER_MACHINES = (
 
 
 # --------------------------------------------------------------------------- the CPU
-def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """The CPU's model name, e.g. ``AMD EPYC 7763 64-Core Processor`` (else the architecture)."""
-    system = platform.system()
-    if system == "Linux":
-        try:
-            text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip().lower() in ("model name", "hardware", "cpu model") and value.strip():
-                return " ".join(value.split())
-    elif system == "Darwin":
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                 text=True, timeout=5, check=True).stdout.strip()
-            if out:
-                return out
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
+# cpu_model (imported above from course_lib.machine) names it; these say what it can do.
 def cpu_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
     """The CPU's bfloat16 instruction-set flags (Linux): a subset of {avx512_bf16, amx_bf16}."""
     if platform.system() != "Linux":
@@ -171,15 +157,13 @@ def profile_ops(fn, warmup: int = 1):
     import pandas as pd
     from torch.profiler import ProfilerActivity, profile
 
-    from .cost import _quiet_stderr  # the profiler writes start/stop notes to stderr
-
     if not callable(fn):
         raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
     if not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     for _ in range(warmup):
         fn()
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     rows = [{"op": e.key, "calls": e.count, "self_ms": e.self_cpu_time_total / 1000,
              "total_ms": e.cpu_time_total / 1000} for e in prof.key_averages()]
@@ -447,16 +431,17 @@ def machine_busy(threads: int) -> bool:
     return load + threads > (os.cpu_count() or 1) + 0.5
 
 
-def cpu_probe(refresh: bool = False, step: dict | None = None) -> Probe:
+def cpu_probe(refresh: bool = False, step: dict | None = None, profile: str = "full") -> Probe:
     """bf16's speed on this CPU: from the cache, else measured now (and cached).
 
     ``step``: the sizes of the training step to time (see ``probe_step``; default
     ``PROBE_STEP``). Each set of sizes has its own cache entry.
 
-    ``refresh=True`` measures again. In the smoke profile nothing is measured: a cached
-    answer is used, else ``Probe("skipped")`` (fp32). A few seconds saved on every smoke run,
-    and no timing taken under the test suite's load is cached for the full runs. Nor is one
-    taken while the machine is busy (``machine_busy``): the next quiet run measures again.
+    ``refresh=True`` measures again. ``profile`` is the notebook's: in the smoke profile
+    (``"smoke"``) nothing is measured: a cached answer is used, else ``Probe("skipped")``
+    (fp32). A few seconds saved on every smoke run, and no timing taken under the test
+    suite's load is cached for the full runs. Nor is one taken while the machine is busy
+    (``machine_busy``): the next quiet run measures again.
     """
     cpu, threads, sizes = cpu_model(), torch.get_num_threads(), probe_step(step)
     key, path = probe_key(cpu, threads, sizes), probe_cache_path()
@@ -465,7 +450,7 @@ def cpu_probe(refresh: bool = False, step: dict | None = None) -> Probe:
     cached = _cached_speedup(entries.get(key))
     if cached is not None and not refresh:
         return Probe("cached", cached, cpu, threads, step=named)
-    if os.environ.get("COURSE_PROFILE", "").strip().lower() == "smoke":
+    if _is_smoke(profile):
         return Probe("skipped", None, cpu, threads, step=named)
     busy = machine_busy(threads)
     try:
@@ -558,12 +543,14 @@ def _check_name(name, allow_auto: bool = True) -> str:
     return key
 
 
-def choose(device, name: str | None = None, probe_step: dict | None = None) -> Precision:
+def choose(device, name: str | None = None, probe_step: dict | None = None,
+           profile: str = "full") -> Precision:
     """The precision to train with on ``device``: ``name``, else ``$COURSE_PRECISION``, else auto.
 
     ``auto`` on a CPU runs (or reads from the cache) the bf16 probe; see the module docstring.
     ``probe_step`` gives the sizes of the step it times (the notebook's own model and batch,
-    see ``probe_step()``); the default is a small chapter model.
+    see ``probe_step()``); the default is a small chapter model. ``profile``: the notebook's
+    profile; ``"smoke"`` never runs the probe (``cpu_probe``).
     Asking for ``fp16`` or ``bf16`` on a device that cannot do it raises a ``ValueError``
     that says what to use instead.
     """
@@ -574,7 +561,7 @@ def choose(device, name: str | None = None, probe_step: dict | None = None) -> P
     if key != "auto":
         probe = Probe("override", cpu=cpu_model(), threads=torch.get_num_threads())
     elif device_type == "cpu":
-        probe = cpu_probe(step=probe_step)
+        probe = cpu_probe(step=probe_step, profile=profile)
         key = probe.choice
     else:
         probe = Probe("not cpu", cpu=cpu_model(), threads=torch.get_num_threads())
@@ -599,6 +586,28 @@ def set_current(precision: Precision) -> Precision:
 def current() -> Precision:
     """The precision chosen by the last ``runtime.setup`` (float32 on the CPU before any)."""
     return _CURRENT if _CURRENT is not None else Precision("fp32", "cpu")
+
+
+CURRENT = "current"  # as a ``precision`` argument: the one ``runtime.setup`` chose
+
+
+def as_precision(precision=None, device="cpu") -> Precision:
+    """The ``Precision`` a function's ``precision`` argument stands for, one rule everywhere:
+    None is float32 on ``device`` (autocast off, no gradient scaler); ``"current"`` is the
+    precision the last ``runtime.setup`` chose (``current()``); a ``Precision`` is itself."""
+    if precision is None:
+        return Precision("fp32", torch.device(device).type)
+    if isinstance(precision, str):
+        if precision == CURRENT:
+            return current()
+        raise ValueError(f"precision must be None (float32), {CURRENT!r} (runtime.setup's "
+                         f"choice) or a Precision such as Precision('bf16', 'cpu'), got "
+                         f"{precision!r}")
+    return precision
+
+
+def _is_smoke(profile) -> bool:
+    return str(profile).strip().lower() == "smoke"
 
 
 def speedup_summary(times, baseline: str = "fp32", other: str = "bf16") -> dict:

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .precision import Probe, cpu_model, current
+from .machine import cpu_model
+from .precision import CARD_NAMES, CURRENT, Probe, current
 from .runtime import results_dir
 
 PROFILES = ("full", "smoke", "gpu")
@@ -58,12 +59,13 @@ def _plain(value):
 
 def make_card(
     notebook: str, profile: str, seed: int, device, wall_seconds: float, params: dict,
-    metrics: dict, precision: str | None = None,
+    metrics: dict, precision: str | None = CURRENT,
 ) -> dict:
     """Build the card as a dict (validated, JSON-ready).
 
-    ``precision`` (what training ran in: ``float32``, ``bf16 autocast``, ...) defaults to the
-    one ``runtime.setup`` chose (``course_lib.precision.current()``). The card also records
+    ``precision`` (what training ran in: ``float32``, ``bf16 autocast``, ...) defaults to
+    ``"current"``, the one ``runtime.setup`` chose (``course_lib.precision.current()``); None
+    records float32, as None means float32 everywhere in course_lib. The card also records
     the machine: ``cpu`` (model name), ``threads`` (PyTorch's CPU threads) and
     ``precision_probe`` (``{"bf16_speedup": 0.71, "source": "cached"}``: how the precision
     was chosen, see ``course_lib.precision.Probe``).
@@ -79,13 +81,20 @@ def make_card(
         "device": torch.device(device).type,  # "cuda:0" -> "cuda"
         "torch": torch.__version__.split("+")[0],
         "wall_seconds": round(float(wall_seconds), 1),
-        "precision": str(precision) if precision is not None else current().card_name,
+        "precision": _precision_label(precision),
         "cpu": cpu_model(),
         "threads": torch.get_num_threads(),
         "precision_probe": (current().probe or Probe("override")).card(),
         "params": _plain(params or {}),
         "metrics": _plain(metrics),
     }
+
+
+def _precision_label(precision) -> str:
+    """A card's ``precision``: ``"current"`` is runtime.setup's choice, None float32."""
+    if precision is None:
+        return CARD_NAMES["fp32"]
+    return current().card_name if precision == CURRENT else str(precision)
 
 
 class _CardTable(pd.DataFrame):
@@ -129,7 +138,7 @@ def write_card(
     params: dict,
     metrics: dict,
     directory: str | Path | None = None,
-    precision: str | None = None,
+    precision: str | None = CURRENT,
 ) -> pd.DataFrame:
     """Write ``<results_dir>/<notebook>.json`` for a full run (``<results_dir>/gpu/`` for the
     gpu profile); return the card as a table.

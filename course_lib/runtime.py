@@ -14,7 +14,10 @@ Environment variables (all optional):
 ``COURSE_PROGRESS``  ``auto`` (widgets in Jupyter), ``text`` (one line per bar) or ``off``
 ``COURSE_PRECISION`` ``auto``, ``fp32``, ``bf16`` or ``fp16`` for notebooks that train with
                      mixed precision (``setup(precision="auto")``; see ``course_lib.precision``)
-``COURSE_CACHE_DIR`` folder for per-machine measurements such as the bf16 probe (default:
+``COURSE_PROFILE``   read by ``setup(precision="auto")`` only when a notebook does not pass
+                     its ``profile=`` (chapters 7, 9 and 11 today): ``smoke`` skips the probe
+``COURSE_CACHE_DIR`` folder for per-machine measurements such as the bf16 probe (``cache_dir``,
+                     from ``course_lib.machine``; default:
                      ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``)
 """
 
@@ -27,6 +30,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from . import precision as _precision
+from .machine import cache_dir  # noqa: F401 (re-exported: runtime.cache_dir)
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -55,16 +61,6 @@ def artifacts_dir() -> Path:
     path = Path(env).expanduser() if env else repo_root() / "artifacts"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def cache_dir() -> Path:
-    """Folder for what is measured once per machine (the precision probe), not committed:
-    ``$COURSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/course_lib``, else ``~/.cache/course_lib``."""
-    env = os.environ.get("COURSE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "course_lib"
 
 
 # --------------------------------------------------------------------------- seeds
@@ -181,25 +177,29 @@ def set_threads(n: int | None = None) -> int:
 
 
 def setup(seed: int = 0, device: str | None = None, threads: int | None = None,
-          precision: str = "fp32", probe_step: dict | None = None) -> torch.device:
+          precision: str | None = "fp32", probe_step: dict | None = None,
+          profile: str | None = None) -> torch.device:
     """Seed everything, choose device, threads and precision, print them, return the device.
 
-    ``precision`` is what the notebook trains with: ``"fp32"`` (the default: no autocast) or
-    ``"auto"`` for a notebook that trains under ``course_lib.precision``'s autocast, which
-    then picks bf16, fp16 or fp32 for the device (``$COURSE_PRECISION`` overrides ``auto``);
-    on a CPU that choice comes from a measurement, printed on a second line:
+    ``precision`` is what the notebook trains with: ``"fp32"`` (the default; None means the
+    same: no autocast) or ``"auto"`` for a notebook that trains under
+    ``course_lib.precision``'s autocast, which then picks bf16, fp16 or fp32 for the device
+    (``$COURSE_PRECISION`` overrides ``auto``); on a CPU that choice comes from a measurement,
+    printed on a second line:
     ``precision: fp32 (probe: bf16 0.71x the speed of fp32 on AMD EPYC, 2 threads; cached)``.
     ``probe_step`` (with ``"auto"``): the sizes of the training step the probe times, the
     notebook's own (``course_lib.precision.probe_step`` lists them), since bf16 can pay for a
-    large step and not for a small one.
+    large step and not for a small one. ``profile`` (with ``"auto"``): the notebook's
+    ``PROFILE``; in ``"smoke"`` the probe is not run. None, for notebooks that do not pass it,
+    falls back to ``$COURSE_PROFILE`` (the one place the library still reads it).
     ``precision.current()`` returns the choice, and results cards record it.
     """
-    from . import precision as _precision
-
     dev = get_device(device)
     n = set_threads(threads)
-    mp = _precision.choose(dev, None if precision == "auto" else precision,
-                           probe_step=probe_step)
+    if profile is None and precision == "auto":  # chapters 7, 9 and 11 do not pass it (yet)
+        profile = os.environ.get("COURSE_PROFILE", "full")
+    name = "fp32" if precision is None else None if precision == "auto" else precision
+    mp = _precision.choose(dev, name, probe_step=probe_step, profile=profile or "full")
     _precision.set_current(mp)
     set_seed(seed)  # last: nothing chosen above can move the random state a notebook starts from
     print(f"torch {torch.__version__} | device: {dev.type} | CPU threads: {n} | "

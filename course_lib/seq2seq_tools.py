@@ -14,14 +14,10 @@ import torch
 from torch import nn
 
 from .attention import KVCache
+from .checks import positive_int
 from .masks import causal_mask, padding_mask
 from .positional import sinusoidal_encoding
 from .runtime import check_device
-
-
-def _positive_int(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 # ---------------------------------------------------------------------- checks
@@ -37,7 +33,7 @@ def check_sizes(vocab_size, d_model, num_heads, num_encoder_layers, num_decoder_
         ("d_ff", d_ff),
         ("max_len", max_len),
     ):
-        _positive_int(name, value)
+        positive_int(name, value)
     if not isinstance(pad_id, int) or isinstance(pad_id, bool) or not 0 <= pad_id < vocab_size:
         raise ValueError(f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}")
     if not isinstance(norm_first, bool):
@@ -125,7 +121,7 @@ def make_step_fn(model, src: torch.Tensor, beam_size: int = 1, cache: bool = Tru
     cross-attention keys and values of the source once. ``cache=False`` re-runs the
     whole prefix at every step (simpler, slower; the same logits).
     """
-    _positive_int("beam_size", beam_size)
+    positive_int("beam_size", beam_size)
     if model.training:
         raise RuntimeError("call model.eval() before decoding (dropout would be active)")
     memory, src_mask = model.encode(src)

@@ -40,6 +40,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from . import runtime, training
 from .blocks import Block
+from .checks import positive_int
 from .training import count_parameters  # the one shared helper, re-exported here
 
 __all__ = ["TablePreprocessor", "FeatureTokenizer", "TabularTransformer", "MLPRegressor",
@@ -93,9 +94,7 @@ class TablePreprocessor:
         unknown = sorted(set(log1p) - set(self.numeric_columns))
         if unknown:
             raise ValueError(f"log1p names columns that are not numeric: {unknown}")
-        if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) \
-                or min_frequency < 1:
-            raise ValueError(f"min_frequency must be a positive int, got {min_frequency!r}")
+        positive_int("min_frequency", min_frequency)
         self.min_frequency = min_frequency
         self.log1p_columns = list(log1p)
         self.fitted = False

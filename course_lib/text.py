@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .checks import positive_int
+
 PAD, UNK, BOS = "<pad>", "<unk>", "<bos>"
 SPECIALS = (PAD, UNK, BOS)
 
@@ -74,8 +76,7 @@ class Vocab:
     def build(cls, token_lists: Iterable[Sequence[str]], max_size: int = 5000,
               min_count: int = 1) -> Vocab:
         """The ``max_size`` most frequent tokens (ties: alphabetical), after the specials."""
-        if not isinstance(max_size, int) or max_size < 1:
-            raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+        positive_int("max_size", max_size)
         counts = Counter()
         for tokens in token_lists:
             if isinstance(tokens, str):
@@ -132,8 +133,7 @@ def next_token_windows(sequences: Iterable[Sequence[int]], window: int, pad_id: 
     the first row (the start of each text).
     Returns LongTensor [N, window + 1].
     """
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive int, got {window!r}")
+    positive_int("window", window)
     if max_windows_per_sequence is not None and max_windows_per_sequence < 1:
         raise ValueError(
             f"max_windows_per_sequence must be None or >= 1, got {max_windows_per_sequence}"

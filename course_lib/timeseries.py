@@ -28,6 +28,8 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 
 from . import blocks, positional, runtime, training
+from .checks import positive_int
+from .schedules import cosine_capped_by_warmup, warmup_constant
 
 __all__ = [
     "WIND_DIRECTIONS",
@@ -50,6 +52,10 @@ __all__ = [
     "warmup_constant",
     "train_forecaster",
 ]
+
+# The names this module gave its schedules before course_lib.schedules held them all; its
+# warmup_cosine is the one whose cosine starts at step 0 (schedules.warmup_cosine's waits).
+warmup_cosine = cosine_capped_by_warmup
 
 WIND_DIRECTIONS = ("NE", "NW", "SE", "cv")
 
@@ -186,8 +192,7 @@ def window_starts(split: slice, length: int, horizon: int = 1, stride: int = 1) 
     """First rows s of the windows [s, s + length) whose target row s + length - 1 + horizon
     lies inside ``split`` together with the whole window. ``stride`` keeps every stride-th."""
     for name, val in (("length", length), ("horizon", horizon), ("stride", stride)):
-        if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
-            raise ValueError(f"{name} must be a positive int, got {val!r}")
+        positive_int(name, val)
     last_start = split.stop - length - horizon  # target row = start + length - 1 + horizon
     if last_start < split.start:
         raise ValueError(f"the split has {split.stop - split.start} rows, fewer than "
@@ -380,27 +385,6 @@ def build_forecaster(name: str, config: dict, n_features: int, temp_index: int,
     return LearnedPETransformer(n_features, temp_index, max_len=window, **kwargs)
 
 
-def warmup_cosine(warmup_steps: int, total_steps: int):
-    """Factor of the learning rate at each step for ``LambdaLR``: a linear warm-up over
-    ``warmup_steps``, then a cosine decay that reaches 0 at ``total_steps``."""
-    if warmup_steps < 1 or total_steps < 1:
-        raise ValueError(f"warmup_steps and total_steps must be >= 1, got {warmup_steps} and "
-                         f"{total_steps}")
-
-    def factor(step):
-        return min((step + 1) / warmup_steps,
-                   0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps)))
-    return factor
-
-
-def warmup_constant(warmup_steps: int):
-    """Factor of the learning rate at each step for ``LambdaLR``: a linear warm-up over
-    ``warmup_steps``, then constant (early stopping, not the schedule, ends the training)."""
-    if warmup_steps < 1:
-        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
-    return lambda step: min((step + 1) / warmup_steps, 1.0)
-
-
 def train_forecaster(name: str, config: dict, train_set, val_loader, temp_index: int,
                      seed: int, epochs: int, patience: int, windows_per_epoch: int,
                      batch_size: int = 128, weight_decay: float = 1e-4, num_heads: int = 4,
@@ -428,7 +412,7 @@ def train_forecaster(name: str, config: dict, train_set, val_loader, temp_index:
     loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
     optimizer = torch.optim.AdamW(model.parameters(), lr=float(config["lr"]),
                                   weight_decay=weight_decay)
-    factor = (warmup_cosine(len(loader), epochs * len(loader)) if schedule == "cosine"
+    factor = (cosine_capped_by_warmup(len(loader), epochs * len(loader)) if schedule == "cosine"
               else warmup_constant(len(loader)))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     history = training.fit(model, loader, val_loader, nn.MSELoss(), optimizer, epochs=epochs,

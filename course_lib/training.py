@@ -19,7 +19,8 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
-from .precision import Precision
+from .checks import positive_int
+from .precision import as_precision
 from .runtime import progress
 
 
@@ -36,11 +37,6 @@ def _to(x, device):
     if isinstance(x, dict):
         return {k: _to(v, device) for k, v in x.items()}
     return x
-
-
-def _float32_if_none(precision, device) -> Precision:
-    """``precision``, or plain float32 (autocast off, no scaler) when it is None."""
-    return precision if precision is not None else Precision("fp32", torch.device(device).type)
 
 
 def default_batch_loss(loss_fn: Callable) -> Callable:
@@ -69,7 +65,7 @@ def evaluate(model, loader, loss_fn=None, device="cpu", batch_loss=None, precisi
 
     ``precision``: a ``course_lib.precision.Precision`` to evaluate under autocast (None: fp32).
     """
-    mp = _float32_if_none(precision, device)
+    mp = as_precision(precision, device)  # None: float32
     if batch_loss is None:
         if loss_fn is None:
             raise ValueError("pass loss_fn or batch_loss")
@@ -118,15 +114,14 @@ def fit(
         raise ValueError("fit needs an optimizer")
     if patience is not None and (not isinstance(patience, int) or patience < 1):
         raise ValueError(f"patience must be a positive int or None, got {patience!r}")
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    positive_int("epochs", epochs)
     if patience is not None and val_loader is None:
         raise ValueError("early stopping (patience) needs a val_loader")
     if batch_loss is None:
         if loss_fn is None:
             raise ValueError("pass loss_fn (for (inputs, target) batches) or batch_loss")
         batch_loss = default_batch_loss(loss_fn)
-    mp = _float32_if_none(precision, device)
+    mp = as_precision(precision, device)  # None: float32
     model.to(device)
     rows, best, best_state, bad_epochs = [], math.inf, None, 0
     bar = progress(range(1, epochs + 1), desc=desc, unit="epoch", disable=not show_progress)

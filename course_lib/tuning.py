@@ -31,7 +31,6 @@ back and refuses a table that no longer matches them:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import numbers
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from course_lib.checks import file_sha256  # re-exported: the search tests call tuning.file_sha256
 from course_lib.stats import Interval
 
 __all__ = ["edge_check", "read_search", "file_sha256", "COLUMNS"]
@@ -191,11 +191,6 @@ def _check_arguments(search, space, limits, margin) -> None:
 
 
 # --------------------------------------------------------------------------- committed searches
-def file_sha256(path) -> str:
-    """SHA-256 of a file's bytes, as hex."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def read_search(table, script=None) -> tuple[pd.DataFrame, dict]:
     """A committed search's table and meta (``<table stem>.json``), checked by their hashes.
 

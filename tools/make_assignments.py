@@ -27,7 +27,7 @@ keeps everything else: the gradebook with its grades, ``submitted/``, ``autograd
 folder (``book/instructors.md`` shows the steps): ``nbgrader release_assignment``,
 ``nbgrader collect``, ``nbgrader autograde``, ``nbgrader generate_feedback``.
 
-The folder is a build output (ignored by git). ``tests/test_assignments.py`` builds it in a
+The folder is a build output (ignored by git). ``tests/book/test_assignments.py`` builds it in a
 temporary folder and autogrades the instructor's solutions and the empty release.
 """
 

@@ -12,7 +12,7 @@ that a fork's CI stays green:
   student`` does (its Colab cell and its note link the repository);
 - the Chinese catalogues, ``locales/*/LC_MESSAGES/**/*.po``: the ``msgid`` *and* the
   ``msgstr`` of every message that links the old repository, so that each catalogue still
-  matches the rewritten English pages (tests/test_translations.py); a rewritten field is
+  matches the rewritten English pages (tests/book/test_translations.py); a rewritten field is
   wrapped as Babel (``make po``) writes it, every other line stays as it is;
 - every other text file of the repository (``README.md``, ``book/**/*.md``,
   ``CITATION.cff``, ``CONTRIBUTING.md``, ``.github/``, ...; not ``data/``, which holds the

@@ -26,8 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Unit tests whose behaviour depends on the device present (each has CUDA cases).
-GPU_UNIT_TESTS = ["tests/test_devices.py", "tests/test_precision.py", "tests/test_runtime.py",
-                  "tests/test_distributed.py"]
+GPU_UNIT_TESTS = ["tests/unit/test_devices.py", "tests/unit/test_precision.py",
+                  "tests/unit/test_runtime.py", "tests/unit/test_distributed.py"]
 
 
 def cuda_state() -> tuple[bool, str]:

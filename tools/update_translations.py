@@ -17,7 +17,7 @@ TEMPLATES is the folder of message templates (``.pot``) that ``make gettext`` wr
    "directives", so a natural Chinese sentence fails the check (or has to keep a stray
    ``% d``). Without the flags ``msgfmt --check`` checks what matters for prose (the syntax,
    the header). Babel adds the flag again each time it writes a catalogue, which is why this
-   step follows every update; tests/test_translations.py fails when a committed catalogue
+   step follows every update; tests/book/test_translations.py fails when a committed catalogue
    carries one.
 
 Nothing else in a catalogue changes: the text of every line without a format flag stays

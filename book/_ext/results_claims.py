@@ -17,7 +17,7 @@ drawn with matplotlib while the book is built and embedded in the page as SVG. :
 
 gives one sentence on the seeds the cards record. A claim whose card or key is missing stops
 the build (``ClaimError``, naming the chapter and the key): a renamed metric must not empty
-the page silently. The functions below are plain Python, tested in tests/test_results_page.py.
+the page silently. The functions below are plain Python, tested in tests/book/test_results_page.py.
 
 In another language than English (Sphinx's ``language``, e.g. ``zh_CN`` for the Chinese
 edition) every generated word comes from that language's templates in ``results_format.TEXTS``
@@ -26,7 +26,7 @@ baseline}``, optionally ``names`` for the model names a card records, e.g. the o
 on validation); a claim without it stops the build of that edition. None of it goes into the
 gettext catalogue. Like a catalogue's ``msgid``, ``zh.source`` records which English the
 Chinese translates: a short hash of the claim's English words (``source_hash``); the build
-ignores it, and tests/test_results_page.py fails when the English changed and the hash did
+ignores it, and tests/book/test_results_page.py fails when the English changed and the hash did
 not (``stale_translations``).
 """
 

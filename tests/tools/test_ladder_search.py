@@ -1,0 +1,62 @@
+"""scripts/ladder_search.py: chapter 7's search over each rung's learning rate. The committed
+table is the one the committed script wrote, every rung's rate is bracketed and is the table's
+best, and the script runs at smoke size (the rungs themselves: tests/unit/test_ladder.py)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from course_lib import ladder
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "ladder_search.py"
+TABLE = ROOT / "book" / "results" / "search" / "ladder_07.csv"
+META = ROOT / "book" / "results" / "search" / "ladder_07.json"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("ladder_search", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_search_comes_from_the_committed_script(script):
+    meta = json.loads(META.read_text())
+    assert meta["script_sha256"] == script.file_sha256(SCRIPT), "rerun the search"
+    assert meta["table_sha256"] == script.file_sha256(TABLE)
+    assert meta["sizes"]["steps"] == script.SIZES["full"]["steps"]
+
+
+def test_every_rungs_rate_is_bracketed_and_is_the_tables_best():
+    table, meta = pd.read_csv(TABLE), json.loads(META.read_text())
+    assert list(meta["winners"]) == list(ladder.RUNGS)
+    for rung, win in meta["winners"].items():
+        rows = table[table["rung"] == rung]
+        best = rows.loc[rows["val_ppl"].idxmin()]
+        assert best["lr"] == pytest.approx(win["lr"]), rung
+        assert rows["lr"].min() < win["lr"] < rows["lr"].max(), f"{rung}: rate at the edge"
+        assert win["lr_bracketed"]
+
+
+def test_search_runs_at_smoke_size_and_merges(script, tmp_path):
+    assert script.main(["--profile", "smoke", "--out", str(tmp_path),
+                        "--rungs", "bigram", "heads"]) == 0
+    first = pd.read_csv(tmp_path / "ladder_07.csv")
+    assert set(first["rung"]) == {"bigram", "heads"}
+    assert script.main(["--profile", "smoke", "--out", str(tmp_path), "--rungs", "FFN"]) == 0
+    merged = pd.read_csv(tmp_path / "ladder_07.csv")
+    assert set(merged["rung"]) == {"bigram", "heads", "FFN"}
+    pd.testing.assert_frame_equal(merged[merged["rung"] != "FFN"].reset_index(drop=True),
+                                  first.reset_index(drop=True), check_dtype=False)
+    meta = json.loads((tmp_path / "ladder_07.json").read_text())
+    assert set(meta["winners"]) == {"bigram", "heads", "FFN"}
+
+
+def test_search_refuses_to_write_smoke_results_into_the_repository(script):
+    with pytest.raises(SystemExit):
+        script.main(["--profile", "smoke"])
