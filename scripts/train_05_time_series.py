@@ -27,7 +27,7 @@ It writes into --out (default book/results/search/):
   weeks), and every final run: its seed, best epoch, epochs run, validation MAE and its
   per-epoch history;
 and the final models' weights to --weights (default data/pretrained/forecasters_05.pt, with
-its SHA-256 in the JSON). tests/test_train_05_time_series.py checks the committed files
+its SHA-256 in the JSON). tests/tools/test_train_05_time_series.py checks the committed files
 against this script and runs it at smoke size. Smoke runs must name --out (they write
 nowhere in the repository).
 """

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "train_05_time_series.py"
 RESULTS = ROOT / "book" / "results" / "search"
 FAMILIES = ["Transformer (learned PE)", "Transformer (ALiBi)", "LSTM"]
