@@ -237,16 +237,3 @@ def test_read_cards_of_an_empty_folder(tmp_path):
 def test_profiles_constant():
     assert results.PROFILES == ("full", "smoke", "gpu")
 
-
-# --------------------------------------------------------------------------- committed cards
-def test_no_committed_headline_model_peaked_at_its_cap():
-    """Converged, not capped: a card that records where its headline model's best epoch
-    fell (``headline_best_at_cap``) must say it was not the cap. Chapters add the field as
-    they are re-run with early stopping (chapter 5 first)."""
-    folder = runtime.repo_root() / "book" / "results"
-    cards = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")}
-    recorded = {name: c["params"]["headline_best_at_cap"] for name, c in cards.items()
-                if "headline_best_at_cap" in c.get("params", {})}
-    assert "05_time_series" in recorded
-    capped = [name for name, at_cap in recorded.items() if at_cap]
-    assert not capped, f"headline model peaked at its cap in {capped}: train it longer"
