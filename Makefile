@@ -9,6 +9,9 @@
 #                 profile (sets up .venv first)
 #   make test-unit  only the unit tests of course_lib (tests/unit): what to run while editing it
 #   make test-minimum  the unit tests and chapters 1, 6, 9 at the oldest supported versions
+#   make test-colab    the course installed as the Colab cell installs it over Colab's versions
+#                 (requirements-colab.txt; fails if the install replaces one), then the unit
+#                 tests and chapters 1, 3, 6
 #   make test-gpu on a CUDA GPU: the unit tests that take a device, then every notebook at
 #                 smoke size with COURSE_DEVICE=cuda, stopping at the first error
 #                 (tools/test_gpu.py); without a GPU it says so and passes
@@ -35,8 +38,8 @@ WORKERS ?= 2
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: book book-en book-zh gettext po test test-unit test-minimum test-gpu lab full smoke \
-        student assignments \
+.PHONY: book book-en book-zh gettext po test test-unit test-minimum test-colab test-gpu lab \
+        full smoke student assignments \
         lint clean distclean install
 
 install: $(STAMP)
@@ -142,27 +145,64 @@ MIN_NOTEBOOKS ?= notebooks/01_attention.ipynb notebooks/06_tabular.ipynb \
 $(PY_MIN):
 	$(PYTHON) -m venv $(VENV_MIN)
 
+# MIN_TORCH=VERSION installs that torch instead of the file's pin (never below the bound):
+# .ci/run sets the CPU build on disk, since the only torch 2.9 its machine can reach is PyPI's
+# 4 GB CUDA build; GitHub's weekly minimum-versions job installs the pin itself.
+MIN_TORCH     ?=
+MIN_REQS      := $(VENV_MIN)/requirements-minimum.txt
+
 $(STAMP_MIN): requirements-minimum.txt pyproject.toml | $(PY_MIN)
+	sed -E '$(if $(MIN_TORCH),s/^torch==[^ ]+/torch==$(MIN_TORCH)/)' requirements-minimum.txt \
+		> $(MIN_REQS)
 ifeq ($(INSTALLER),uv)
 	$(PYTHON) tools/uv_install.py $(VENV_MIN) --tool-dir $(UV_TOOL) \
-		-r requirements-minimum.txt -e . || \
-	$(PY_MIN) -m pip install --disable-pip-version-check -r requirements-minimum.txt -e .
+		-r $(MIN_REQS) -e . || \
+	$(PY_MIN) -m pip install --disable-pip-version-check -r $(MIN_REQS) -e .
 else
-	$(PY_MIN) -m pip install --disable-pip-version-check -r requirements-minimum.txt -e .
+	$(PY_MIN) -m pip install --disable-pip-version-check -r $(MIN_REQS) -e .
 endif
 	touch $@
 
-# `make test` at the minimum versions: the unit tests and MIN_NOTEBOOKS, same settings. The
-# tests marked runs_chapters (every chapter's student edition run, nbgrader's autograde; about
-# 250 s of the job) are left to `make test`: the chapters tested here are MIN_NOTEBOOKS.
-test-minimum: $(STAMP_MIN)
+# The unit tests and the notebooks $(2) in the smoke profile, with the Python $(1), as `make
+# test` runs them. The tests marked runs_chapters (every chapter's student edition run,
+# nbgrader's autograde; about 250 s) are left to `make test`.
+define smoke_tests
 	@results=$$(mktemp -d); \
 	COURSE_PROFILE=smoke COURSE_PROGRESS=off COURSE_THREADS=1 OMP_NUM_THREADS=1 \
 	COURSE_RESULTS_DIR=$$results \
-	$(PY_MIN) -m pytest tests $(MIN_NOTEBOOKS) -m "not runs_chapters" \
+	$(1) -m pytest tests $(2) -m "not runs_chapters" \
 		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
 		--nbval-cell-timeout=600 -n $(WORKERS) --dist loadfile --durations=15 -ra; \
 	rc=$$?; rm -rf $$results; exit $$rc
+endef
+
+# `make test` at the minimum versions: the unit tests and MIN_NOTEBOOKS, same settings.
+test-minimum: $(STAMP_MIN)
+	$(call smoke_tests,$(PY_MIN),$(MIN_NOTEBOOKS))
+
+# What a student on Colab has (requirements-colab.txt: Colab's versions of the libraries, and
+# the test tools) in a third virtual environment, inside .venv/ like the minimum one. The
+# course goes in as the notebooks' Colab cell installs it (`tools/colab_cell.py --install`
+# runs the cell's own pip command), which fails if it replaced any of Colab's versions. Colab
+# runs Python 3.12 (the Colab-like workflow uses it; PYTHON=python3.12 here) and a CUDA build
+# of torch; the CPU build of the same version tests the same code.
+VENV_COLAB      ?= .venv/colab
+PY_COLAB        := $(VENV_COLAB)/bin/python
+STAMP_COLAB     := $(VENV_COLAB)/.course-installed
+# The chapters that were first run on Colab's versions.
+COLAB_NOTEBOOKS ?= notebooks/01_attention.ipynb notebooks/03_positional_encoding.ipynb \
+                   notebooks/06_tabular.ipynb
+
+$(PY_COLAB):
+	$(PYTHON) -m venv $(VENV_COLAB)
+
+$(STAMP_COLAB): requirements-colab.txt pyproject.toml tools/colab_cell.py | $(PY_COLAB)
+	$(PY_COLAB) -m pip install --disable-pip-version-check -r requirements-colab.txt
+	$(PY_COLAB) tools/colab_cell.py --install .
+	touch $@
+
+test-colab: $(STAMP_COLAB)
+	$(call smoke_tests,$(PY_COLAB),$(COLAB_NOTEBOOKS))
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(LAB)

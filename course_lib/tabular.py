@@ -24,6 +24,7 @@ one-hot columns (for linear models and MLPs).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from .training import count_parameters  # the one shared helper, re-exported her
 
 __all__ = ["TablePreprocessor", "FeatureTokenizer", "TabularTransformer", "MLPRegressor",
            "count_parameters", "split_rows", "skewed_columns", "TableViews", "table_views",
-           "fit_regressor", "predict_regressor"]
+           "fit_regressor", "predict_regressor", "fit_with_validation"]
 
 
 # --------------------------------------------------------------------------- preprocessing
@@ -462,3 +463,77 @@ def predict_regressor(model: nn.Module, inputs: Sequence[torch.Tensor], device="
     out = model(*(t.to(device) for t in inputs))
     out = out[0] if isinstance(out, tuple) else out
     return out.cpu().numpy()
+
+
+# --------------------------------------------------------------------------- boosting
+def _accepts_validation_set(model) -> bool:
+    """True when ``model.fit`` takes ``X_val=, y_val=`` (scikit-learn 1.7 and newer)."""
+    return "X_val" in inspect.signature(model.fit).parameters
+
+
+def fit_with_validation(model, X, y, X_val, y_val):
+    """``model.fit(X, y, X_val=X_val, y_val=y_val)``, also on a scikit-learn older than 1.7.
+
+    ``model`` is a ``HistGradientBoostingRegressor`` with ``early_stopping=True``: it grows
+    trees until the loss on ``(X_val, y_val)`` has not improved by more than ``tol`` for
+    ``n_iter_no_change`` trees, and keeps them all (``n_iter_`` trees; its
+    ``validation_score_[t]`` is minus half the mean squared error after ``t`` trees). Where
+    ``fit`` takes ``X_val`` (scikit-learn 1.7+, the course's pinned versions) this is that
+    call, nothing else. Before 1.7 (Colab has 1.6.1) it builds the same trees the documented
+    way: grown ``n_iter_no_change`` at a time (``warm_start``), the validation loss after
+    each tree read from ``staged_predict``, stopped by scikit-learn's own rule, and the trees
+    grown past the stop dropped; ``n_iter_`` and ``validation_score_`` are then what 1.7
+    gives, and the model's parameters are left as they were. Returns ``model``.
+    """
+    if _accepts_validation_set(model):
+        return model.fit(X, y, X_val=X_val, y_val=y_val)
+    return _fit_early_stopped(model, X, y, X_val, y_val)
+
+
+def _should_stop(scores: list[float], patience: int, tol: float) -> bool:
+    """scikit-learn's early-stopping rule (``BaseHistGradientBoosting._should_stop``): stop
+    when none of the last ``patience`` scores beats the one before them by more than ``tol``."""
+    if len(scores) < patience + 1:
+        return False
+    reference = scores[-(patience + 1)] + tol
+    return not any(score > reference for score in scores[-patience:])
+
+
+def _fit_early_stopped(model, X, y, X_val, y_val):
+    params = model.get_params()
+    if params["early_stopping"] is not True:
+        raise ValueError("fit_with_validation needs early_stopping=True, got "
+                         f"{params['early_stopping']!r}")
+    if params["loss"] != "squared_error" or params["scoring"] != "loss":
+        raise ValueError("before scikit-learn 1.7 fit_with_validation supports "
+                         "loss='squared_error' with scoring='loss' only, got "
+                         f"loss={params['loss']!r}, scoring={params['scoring']!r}")
+    y_val = np.asarray(y_val, dtype=np.float64)
+    patience, cap = params["n_iter_no_change"], params["max_iter"]
+
+    def scores_from(first: int) -> list[float]:
+        """The validation scores after tree ``first``, tree ``first + 1``, ..., the last."""
+        return [-0.5 * float(np.mean((y_val - pred) ** 2))
+                for t, pred in enumerate(model.staged_predict(X_val), 1) if t >= first]
+
+    # the score of the model before any tree: its baseline, the mean of y
+    baseline = float(np.mean(np.asarray(y, dtype=np.float64)))
+    scores = [-0.5 * float(np.mean((y_val - baseline) ** 2))]
+    try:
+        grown = stopped = 0
+        while not stopped and grown < cap:  # the first fit starts afresh, the others go on
+            model.set_params(early_stopping=False, warm_start=grown > 0,
+                             max_iter=min(cap, grown + patience)).fit(X, y)
+            for score in scores_from(grown + 1):
+                scores.append(score)
+                if _should_stop(scores, patience, params["tol"]):
+                    stopped = len(scores) - 1
+                    break
+            grown = model.n_iter_
+        if stopped:  # the trees grown past the stop go, as 1.7 never grows them
+            del model._predictors[stopped:]  # n_iter_ is len(_predictors) (1.0 to 1.6)
+    finally:
+        model.set_params(**{k: params[k] for k in ("early_stopping", "warm_start",
+                                                    "max_iter")})
+    model.validation_score_ = np.asarray(scores)
+    return model

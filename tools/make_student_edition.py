@@ -26,6 +26,11 @@ Each student copy is made by nbgrader (https://nbgrader.readthedocs.io), in two 
    - every other cell is kept as it is, but with no outputs, no execution counts and no cell
      metadata other than its tags; the notebook keeps ``kernelspec`` and ``language_info``
      and drops papermill's metadata;
+   - a markdown cell's MyST, which Colab and JupyterLab show as raw text, becomes what they
+     render (``tools/colab_markdown.py``): a dropdown a collapsed ``<details>`` block (it may
+     hold the answer to a predict-first exercise), a citation "(Vaswani et al., 2017)" from
+     ``book/references.bib``; a role or directive with no such form is an error naming the
+     cell;
    - a note after the title cell says that the copy is generated and links to the full
      notebook.
 
@@ -71,6 +76,7 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools import colab_markdown  # noqa: E402
 from tools.colab_cell import CONFIG, ROOT, repository_url  # noqa: E402
 
 SOURCE_DIR = ROOT / "notebooks"
@@ -349,6 +355,12 @@ def source_notebook(nb, name: str, url: str, branch: str):
                                                  locked=True)
         else:
             new = _clean(cell)
+            if new.cell_type == "markdown":
+                try:
+                    new.source = colab_markdown.convert(cell.source)
+                except ValueError as err:
+                    raise ConventionError(f"{name}, cell {i} (id {cell.get('id', '?')}): "
+                                          f"{err}") from None
         if "nbgrader" in new.metadata:
             grade_ids.add(new.metadata["nbgrader"]["grade_id"])
         new.id = cell.get("id") or f"cell-{i}"  # a 4.4 notebook has no ids: make stable ones

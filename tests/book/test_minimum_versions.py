@@ -1,7 +1,8 @@
 """The supported versions are declared once and tested: every dependency in pyproject.toml has a
 lower bound and nothing else, requirements-minimum.txt pins exactly those bounds (`make
 test-minimum` installs it and runs the tests on it), and the tools it adds are pinned as in
-requirements.txt."""
+requirements.txt. Colab's versions (requirements-colab.txt, `make test-colab`) meet every
+bound, so that the Colab cell's `pip install -e` keeps Colab's own PyTorch and libraries."""
 
 from __future__ import annotations
 
@@ -84,6 +85,35 @@ def test_the_book_s_versions_satisfy_the_bounds():
                 f"requirements.txt pins {name}=={pinned[name]}, outside pyproject.toml's {req}")
 
 
-def test_torch_bound_is_the_one_version_tested():
-    # Only torch 2.13.0 is installed anywhere the course is tested (see README.md).
-    assert lower_bounds()["torch"] == pins("requirements.txt")["torch"] == Version("2.13.0")
+# Dependencies of the course that Colab does not have: the Colab cell's pip installs them.
+NOT_ON_COLAB = {"sacrebleu"}
+
+
+def test_colab_versions_meet_every_bound():
+    """A bound above Colab's version would make the Colab cell download and install another
+    build of that library (for torch, 3 GB of CUDA wheels)."""
+    colab = pins("requirements-colab.txt")
+    for req in dependencies():
+        name = canonicalize_name(req.name)
+        if name in NOT_ON_COLAB:
+            assert name not in colab, f"requirements-colab.txt pins {name}: not NOT_ON_COLAB"
+            continue
+        assert name in colab, (f"requirements-colab.txt does not pin {name}: pin Colab's "
+                               "version, or add it to NOT_ON_COLAB here if Colab lacks it")
+        assert req.specifier.contains(colab[name], prereleases=True), (
+            f"pyproject.toml asks for {req}, Colab has {name}=={colab[name]}: the Colab cell "
+            "would replace Colab's own; lower the bound (and requirements-minimum.txt)")
+
+
+def test_colab_file_pins_dependencies_and_the_tools_as_in_requirements_txt():
+    colab, pinned = pins("requirements-colab.txt"), pins("requirements.txt")
+    bounds = lower_bounds()
+    for name, version in colab.items():
+        if name in bounds:
+            continue
+        assert name in pinned, (f"requirements-colab.txt pins {name}, which is neither a "
+                                "dependency in pyproject.toml nor pinned in requirements.txt")
+        assert version == pinned[name], (
+            f"{name}: requirements-colab.txt pins {version}, requirements.txt {pinned[name]}")
+    assert set(colab) - set(bounds) == set(pins("requirements-minimum.txt")) - set(bounds), (
+        "requirements-colab.txt and requirements-minimum.txt should add the same tools")

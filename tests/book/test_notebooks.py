@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tools import colab_cell as cc  # noqa: E402
 from tools.colab_cell import COLAB_CELL, MARKER, colab_cell, repository_url  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -142,8 +143,9 @@ def test_first_code_cell_is_the_colab_cell(path):
     )
 
 
-def _run_cell(monkeypatch, tmp_path, colab: bool) -> list[list[str]]:
-    """Execute COLAB_CELL in a fresh namespace; return the commands it would have run."""
+def _run_cell(monkeypatch, tmp_path, colab: bool, gpu: str | None = None) -> list[list[str]]:
+    """Execute COLAB_CELL in a fresh namespace (on Colab: with the GPU named ``gpu``, or
+    none); return the commands it would have run."""
     calls: list[list[str]] = []
 
     def fake_run(cmd, *args, **kwargs):
@@ -166,6 +168,8 @@ def _run_cell(monkeypatch, tmp_path, colab: bool) -> list[list[str]]:
         if colab:  # Colab's /content does not exist here: pretend, and record the chdir
             m.setattr("os.path.isdir", lambda p: False)
             m.setattr("os.chdir", lambda p: calls.append(["chdir", p]))
+            m.setattr("torch.cuda.is_available", lambda: gpu is not None)
+            m.setattr("torch.cuda.get_device_name", lambda i=0: gpu)
         exec(compile(COLAB_CELL, "<colab cell>", "exec"), {"__name__": "__main__"})
     return calls
 
@@ -194,6 +198,55 @@ def test_colab_cell_clones_the_configured_repository(monkeypatch, tmp_path):
     assert os.environ["COURSE_DATA_DIR"] == f"{home}/data"
     assert ["chdir", f"{home}/notebooks"] in calls
     assert sys.path[0] == home
+
+
+def test_colab_cell_installs_as_make_test_colab_does(monkeypatch, tmp_path):
+    """The pip command in the cell is tools/colab_cell.py's PIP_INSTALL, the one `make
+    test-colab` runs (``--install``) and checks against Colab's versions."""
+    calls = _run_cell(monkeypatch, tmp_path, colab=True)
+    home = "/content/" + repository_url().rstrip("/").split("/")[-1]
+    assert [sys.executable, "-m", *cc.PIP_INSTALL, home] in calls, calls
+    assert "--no-deps" not in cc.PIP_INSTALL and "-U" not in cc.PIP_INSTALL
+    assert "--upgrade" not in cc.PIP_INSTALL
+
+
+def test_colab_cell_names_the_device_and_how_to_ask_for_a_gpu(monkeypatch, tmp_path, capsys):
+    import torch
+
+    _run_cell(monkeypatch, tmp_path, colab=True)
+    cpu = capsys.readouterr().out
+    assert f"PyTorch {torch.__version__} on the CPU" in cpu
+    assert "Runtime > Change runtime type > GPU, then Runtime > Run all" in cpu
+    _run_cell(monkeypatch, tmp_path, colab=True, gpu="Tesla T4")
+    gpu = capsys.readouterr().out
+    assert gpu.strip() == f"PyTorch {torch.__version__} on the GPU: Tesla T4"
+    _run_cell(monkeypatch, tmp_path, colab=False)
+    assert capsys.readouterr().out == "", "outside Colab the cell prints nothing"
+
+
+def test_colab_install_check_finds_a_replaced_version(tmp_path, monkeypatch, capsys):
+    """`python tools/colab_cell.py --install DIR`: the cell's pip command, then every pin of
+    requirements-colab.txt must still be what is installed (a +cpu or +cu126 build of the
+    pinned version counts as it)."""
+    import pytest as installed_pytest
+    import torch
+
+    base = torch.__version__.split("+")[0]
+    assert cc.replaced({"pytest": installed_pytest.__version__, "torch": base}) == []
+    assert cc.replaced({"pytest": "0.0.1"}) == [f"pytest: 0.0.1 -> {installed_pytest.__version__}"]
+    assert cc.replaced({"no-such-package-here": "1.0"}) == [
+        "no-such-package-here: 1.0 -> not installed"]
+    pins = tmp_path / "requirements-colab.txt"
+    pins.write_text(f"# Colab\ntorch=={base}  # a comment\n\npytest==0.0.1\n", encoding="utf-8")
+    assert cc.pinned(pins) == {"torch": base, "pytest": "0.0.1"}
+    assert set(cc.pinned(ROOT / "requirements-colab.txt")) >= {"torch", "scikit-learn", "numpy"}
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: ran.append(cmd))
+    assert cc.main(["--install", "/somewhere/course", "--pins", str(pins)]) == 1
+    assert ran == [[sys.executable, "-m", *cc.PIP_INSTALL, "/somewhere/course"]]
+    assert "replaced pytest: 0.0.1 ->" in capsys.readouterr().out
+    pins.write_text(f"torch=={base}\n", encoding="utf-8")
+    assert cc.main(["--install", "/somewhere/course", "--pins", str(pins)]) == 0
 
 
 def test_colab_cell_follows_the_config(tmp_path):

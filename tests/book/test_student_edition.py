@@ -3,6 +3,7 @@ sync, stubbed, convention kept. The nbgrader marks themselves: tests/book/test_a
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -267,3 +268,132 @@ def test_chapters_with_checks_import_the_checker_before_the_first_check():
         imports = [i for i, c in enumerate(code) if "exercises" in c.source
                    and ("import" in c.source) and i < checks[0]]
         assert imports, f"{path.name}: a check cell runs before course_lib.exercises is imported"
+
+
+# --------------------------------------------------------------------------- MyST for Colab
+# Colab and JupyterLab render markdown, HTML and math, not MyST: the student copy's markdown
+# cells get what they render (tools/colab_markdown.py).
+from tools import colab_markdown as cm  # noqa: E402
+
+DROPDOWN = ("**4.** A more insistent query (predict first). *Before running*, write your "
+            "prediction.\n\n:::{dropdown} What a good answer contains\nIt says what "
+            "multiplying the query does to $q \\cdot k$.\n:::")
+ANSWER = (":::{admonition} What a good answer to exercise 1 says\n:class: dropdown\n"
+          "Rung 4 without positions ends at 190.8 against 182.4: worse.\n:::")
+
+
+def test_a_dropdown_becomes_a_collapsed_details_block_with_markdown_inside():
+    out = cm.convert(DROPDOWN)
+    assert out.endswith("<details>\n<summary>What a good answer contains</summary>\n\n"
+                        "It says what multiplying the query does to $q \\cdot k$.\n\n"
+                        "</details>")
+    assert out.startswith("**4.** A more insistent query (predict first).")
+    assert ":::" not in out and "{dropdown}" not in out
+
+
+def test_an_answer_in_an_admonition_dropdown_stays_folded_in_the_student_copy():
+    """The answer under a predict-first exercise: inside <details> (closed unless `open`),
+    never in the open text, also when the book's source asks for it open."""
+    for source in (ANSWER, ANSWER.replace(":class: dropdown", ":class: dropdown\n:open:")):
+        out = cm.convert(source)
+        assert out == ("<details>\n<summary>What a good answer to exercise 1 says</summary>\n\n"
+                       "Rung 4 without positions ends at 190.8 against 182.4: worse.\n\n"
+                       "</details>")
+    nb = _chapter()
+    nb.cells[3].source += "\n\n" + ANSWER
+    student = se.student_notebook(nb, "03_x.ipynb", URL, BRANCH)
+    text = _by_id(student, "c3").source
+    before, folded = text.split("<details>")
+    assert "190.8" in folded and "190.8" not in before
+    assert "<details open" not in text and ":class:" not in text
+
+
+def test_other_admonitions_become_quotes_with_their_title():
+    assert cm.convert(":::{note}\nThe GPU is optional.\n:::") == (
+        "> **Note**\n>\n> The GPU is optional.")
+    assert cm.convert(":::{admonition} Shapes\n`[B, h, L, d]`\n\nthroughout.\n:::") == (
+        "> **Shapes**\n>\n> `[B, h, L, d]`\n>\n> throughout.")
+
+
+def test_nested_directives_and_code_inside_them():
+    source = ("::::{dropdown} Outer\n:::{note}\ninner {cite}`post2018call`\n:::\n"
+              "```python\nx = '{cite}`not_a_key`'\n:::\n```\n::::")
+    out = cm.convert(source)
+    assert out.startswith("<details>\n<summary>Outer</summary>\n\n> **Note**\n>\n> inner (")
+    assert "```python\nx = '{cite}`not_a_key`'\n:::\n```" in out  # code as it is
+    assert out.endswith("\n\n</details>")
+
+
+def test_citations_read_as_the_books_author_year_style():
+    works = cm.bibliography()
+    assert cm.convert("as {cite}`vaswani2017attention` showed", works) == (
+        "as ([Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)) showed")
+    assert cm.convert("{cite:t}`kneser1995improved` smooth", works) == (
+        "[Kneser and Ney (1995)](https://doi.org/10.1109/ICASSP.1995.479394) smooth")
+    assert cm.convert("{cite:p}`post2018call, decock2011ames`", works) == (
+        "([Post, 2018](https://doi.org/10.18653/v1/W18-6319); "
+        "[De Cock, 2011](https://doi.org/10.1080/10691898.2011.11889627))")
+    # no author: the title in italics; no year: n.d. (as the book's author_year style)
+    assert cm.convert("{cite}`rtorch_ch9`", works) == "(*Chapter 9: Transformer*, n.d.)"
+
+
+def test_bibtex_names_and_accents():
+    works = cm.parse_bibliography(
+        '@article{a2019x,\n  author = {M{\\"u}ller, Rafael and Kaiser, {\\L}ukasz},\n'
+        '  title = {{A} Title},\n  year = 2019,\n  month = apr\n}\n'
+        '@misc{b,\n  author = "Ada Lovelace and Charles Babbage and Someone Else",\n'
+        '  title = {B}\n}\n')
+    assert works["a2019x"] == cm.Work(("Müller", "Kaiser"), "2019", "A Title", None)
+    assert works["b"].authors == ("Lovelace", "Babbage", "Else") and works["b"].year is None
+    assert cm.citation(["b"], textual=True, works=works) == "Lovelace et al. (n.d.)"
+
+
+def test_inline_code_and_math_are_left_alone():
+    source = "`{cite}` is a role; `y_{T-1}` and $x_{i}$ too; ``a`b``."
+    assert cm.convert(source, {}) == source
+
+
+def test_targets_comments_and_text_roles():
+    assert cm.convert("(sec-x)=\n# Title\n% a note to authors\nSee {ref}`the table <tab-x>`, "
+                      "{math}`\\sqrt{d}`.") == "# Title\nSee the table, $\\sqrt{d}$."
+
+
+@pytest.mark.parametrize("source, message", [
+    ("{glue}`acc`", r"\{glue\}"),
+    ("{numref}`fig-x`", r"no text of its own"),
+    ("{cite}`nobody2099`", r"nobody2099.*references\.bib"),
+    (":::{figure} x.png\n:::", r"\{figure\}"),
+    (":::{dropdown} Open\nnever closed", r"never closed"),
+])
+def test_myst_without_a_colab_form_stops_the_student_edition(source, message):
+    nb = _chapter()
+    nb.cells[3].source = source
+    with pytest.raises(se.ConventionError, match=r"03_x\.ipynb, cell 3 \(id c3\).*" + message):
+        se.source_notebook(nb, "03_x.ipynb", URL, BRANCH)
+
+
+def _outside_code(text: str) -> str:
+    """``text`` without its fenced code blocks and inline code."""
+    text = re.sub(r"(?ms)^ {0,3}(`{3,}|~{3,})(?!\{).*?^ {0,3}\1\s*$", "", text)
+    return re.sub(r"(`+).+?\1", "", text, flags=re.S)
+
+
+def test_committed_student_edition_has_no_raw_myst():
+    """What Colab would show as raw text: no fence of a directive, no role, no target; every
+    dropdown of a chapter is a collapsed <details> block in its student copy, with the blank
+    lines around its body that make Colab render the markdown in it."""
+    for path in se.chapter_notebooks():
+        student = nbformat.read(ROOT / "student" / path.name, as_version=4)
+        chapter = nbformat.read(path, as_version=4)
+        text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+        prose = _outside_code(text)
+        assert not re.search(r"^ {0,3}:{3,}", prose, re.M), f"{path.name}: a ::: fence"
+        assert not re.search(r"\{[a-z][\w:-]*\}`", prose), f"{path.name}: a MyST role"
+        assert not re.search(r"^\([\w.:-]+\)=\s*$", prose, re.M), f"{path.name}: a target"
+        dropdowns = sum(len(re.findall(r"^ {0,3}:{3,}\{dropdown\}|^:class:.*\bdropdown\b",
+                                       c.source, re.M))
+                        for c in chapter.cells if c.cell_type == "markdown")
+        details = re.findall(r"<details[^>]*>\n<summary>.*?</summary>\n\n.*?\n\n</details>",
+                             text, re.S)
+        assert len(details) == dropdowns == text.count("<details"), path.name
+        assert all(d.startswith("<details>") for d in details), f"{path.name}: one is open"

@@ -5,8 +5,8 @@
   is pinned in requirements.txt; nothing is downloaded).
 - A workflow only calls commands that also run locally: every ``run:`` step is one
   ``make TARGET`` (a target the Makefile has) or ``bash .ci/run``.
-- CI runs on Python 3.11, and every job that installs requirements.txt gets torch's CPU
-  wheel, not PyPI's CUDA build.
+- CI runs on Python 3.11 (the Colab-like job on Colab's 3.12), and every job that installs
+  requirements.txt gets torch's CPU wheel, not PyPI's CUDA build.
 - CI runs once per commit: on a push to main, and on a pull request (not also on the push of
   its branch); a newer commit cancels the run still going. It keeps uv's download cache
   between runs, keyed on the requirements files and pyproject.toml.
@@ -82,8 +82,9 @@ def schema_errors(tmp_path_factory) -> dict[str, list[str]]:
     return errors
 
 
-def test_there_are_the_three_workflows():
-    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "pages.yml", "minimum-versions.yml"}
+def test_there_are_the_four_workflows():
+    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "pages.yml", "minimum-versions.yml",
+                                           "colab-like.yml"}
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -203,6 +204,17 @@ def test_minimum_versions_run_weekly():
     minimum = load(ROOT / ".github" / "workflows" / "minimum-versions.yml")
     assert minimum["on"]["schedule"] and "workflow_dispatch" in minimum["on"]
     assert [s["run"] for _, _, s in steps(minimum) if "run" in s] == ["make test-minimum"]
+
+
+def test_colab_like_runs_weekly_on_colabs_python():
+    """Colab's Python is 3.12; the job installs Colab's versions and the course as the Colab
+    cell does (`make test-colab`)."""
+    colab = load(ROOT / ".github" / "workflows" / "colab-like.yml")
+    assert colab["on"]["schedule"] and "workflow_dispatch" in colab["on"]
+    assert [s["run"] for _, _, s in steps(colab) if "run" in s] == ["make test-colab"]
+    versions = [s["with"]["python-version"] for _, _, s in steps(colab)
+                if s.get("uses", "").startswith("actions/setup-python@")]
+    assert versions == ["3.12"], versions
 
 
 def test_readme_badge_and_book_link_follow_the_repository_setting():

@@ -352,3 +352,94 @@ def test_fit_regressor_is_reproducible_and_predicts_one_value_per_row():
         fit_regressor(build, (x, target[:10]), val, seed=0, show_progress=False)
     with pytest.raises(ValueError, match="tuple \\(\\*inputs, target\\)"):
         fit_regressor(build, x, val, seed=0, show_progress=False)
+
+
+# --------------------------------------------------------------------------- boosting
+def _boosting_data(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    X[:, 4] = rng.integers(0, 6, n)  # a categorical column
+    X[rng.random((n, 5)) < 0.05] = np.nan  # missing values, as in the houses
+    y = np.nan_to_num(X[:, 0]) * 2 + np.sin(np.nan_to_num(X[:, 1])) + 0.3 * rng.normal(size=n)
+    return X[:300], y[:300], X[300:], y[300:]
+
+
+def _boosting(**params):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    settings = dict(max_iter=400, early_stopping=True, n_iter_no_change=7, learning_rate=0.2,
+                    categorical_features=[False] * 4 + [True], max_features=0.6,
+                    random_state=0)
+    return HistGradientBoostingRegressor(**{**settings, **params})
+
+
+def _early_stopped_the_long_way(patience, X, y, X_val, y_val):
+    """The reference: every tree to the cap, the scores from staged_predict, and
+    scikit-learn's rule: stop when none of the last `patience` scores beats the one before
+    them by more than tol (1e-7)."""
+    full = _boosting(n_iter_no_change=patience, early_stopping=False).fit(X, y)
+    scores = [-0.5 * np.mean((y_val - y.mean()) ** 2)]
+    for pred in full.staged_predict(X_val):
+        scores.append(-0.5 * np.mean((y_val - pred) ** 2))
+        if len(scores) > patience and not any(
+                s > scores[-patience - 1] + 1e-7 for s in scores[-patience:]):
+            break
+    return len(scores) - 1, np.asarray(scores)
+
+
+@pytest.mark.parametrize("patience", [1, 7, 30])
+def test_fit_with_validation_falls_back_to_the_same_trees(monkeypatch, patience):
+    """Before scikit-learn 1.7 (fit takes no X_val): warm-started trees, stopped by the rule;
+    the same number of trees, scores and predictions as growing them all and cutting."""
+    from course_lib import tabular
+
+    monkeypatch.setattr(tabular, "_accepts_validation_set", lambda model: False)
+    X, y, X_val, y_val = _boosting_data()
+    model = _boosting(n_iter_no_change=patience)
+    assert tabular.fit_with_validation(model, X, y, X_val, y_val) is model
+    trees, scores = _early_stopped_the_long_way(patience, X, y, X_val, y_val)
+    assert 1 < trees < 400, "the test should stop early, before the cap"
+    assert model.n_iter_ == trees
+    np.testing.assert_allclose(model.validation_score_, scores, rtol=1e-12)
+    cut = _boosting(max_iter=trees, early_stopping=False).fit(X, y)
+    np.testing.assert_array_equal(model.predict(X_val), cut.predict(X_val))
+    # the parameters are the ones it was given
+    assert model.get_params() == _boosting(n_iter_no_change=patience).get_params()
+
+
+def test_fit_with_validation_stops_at_the_cap(monkeypatch):
+    from course_lib import tabular
+
+    monkeypatch.setattr(tabular, "_accepts_validation_set", lambda model: False)
+    X, y, X_val, y_val = _boosting_data()
+    model = tabular.fit_with_validation(_boosting(max_iter=12, n_iter_no_change=5), X, y,
+                                        X_val, y_val)
+    assert model.n_iter_ == 12 and len(model.validation_score_) == 13
+
+
+def test_fit_with_validation_refuses_what_the_fallback_cannot_do(monkeypatch):
+    from course_lib import tabular
+
+    monkeypatch.setattr(tabular, "_accepts_validation_set", lambda model: False)
+    X, y, X_val, y_val = _boosting_data()
+    with pytest.raises(ValueError, match="early_stopping=True"):
+        tabular.fit_with_validation(_boosting(early_stopping="auto"), X, y, X_val, y_val)
+    with pytest.raises(ValueError, match="squared_error"):
+        tabular.fit_with_validation(_boosting(loss="absolute_error"), X, y, X_val, y_val)
+
+
+def test_fit_with_validation_is_sklearns_own_call_where_there_is_one():
+    """scikit-learn 1.7+: the helper is fit(X_val=, y_val=) itself, and the fallback builds
+    the very model that call builds."""
+    from course_lib import tabular
+
+    X, y, X_val, y_val = _boosting_data()
+    if not tabular._accepts_validation_set(_boosting()):
+        pytest.skip("scikit-learn older than 1.7: fit takes no X_val")
+    native = _boosting().fit(X, y, X_val=X_val, y_val=y_val)
+    assert tabular.fit_with_validation(_boosting(), X, y, X_val, y_val).n_iter_ == native.n_iter_
+    fallback = tabular._fit_early_stopped(_boosting(), X, y, X_val, y_val)
+    assert fallback.n_iter_ == native.n_iter_
+    np.testing.assert_allclose(fallback.validation_score_, native.validation_score_,
+                               rtol=1e-12)
+    np.testing.assert_array_equal(fallback.predict(X_val), native.predict(X_val))
