@@ -43,9 +43,10 @@ class Seq2SeqTransformer(nn.Module):
 
     forward(src [B, Ls], tgt [B, Lt]) -> logits [B, Lt, vocab_size]
 
-    ``tgt`` is the decoder input (``<bos> y_1 ... y_{T-1}``); position t of the output scores
-    the token that follows it. ``share_source_embedding=False`` gives the encoder its own
-    table (the output projection stays tied to the target table).
+    ``tgt`` is the decoder input, ``<bos> y_1 ... y_T`` (the target ``y_1 ... y_T <eos>``
+    shifted right by one); position t of the output scores the token that follows it.
+    ``share_source_embedding=False`` gives the encoder its own table (the output projection
+    stays tied to the target table).
     """
 
     def __init__(self, vocab_size: int, d_model: int = 256, num_heads: int = 4,

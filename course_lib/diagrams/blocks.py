@@ -256,7 +256,7 @@ def encoder_decoder():
     text(ax, dx, 8.35, "decoder", weight="bold")
     src = tensor(ax, ex, 7.95, 1.6, 0.32, "source tokens", size=SMALL, shape="[B, Ls]",
                  shape_at="left")
-    tgt = tensor(ax, dx, 7.95, 1.9, 0.32, "<bos> y1 ... y(T-1)", size=SMALL,
+    tgt = tensor(ax, dx, 7.95, 1.9, 0.32, "<bos> y1 ... yT", size=SMALL,
                  shape="[B, Lt]", shape_at="right")
     embs = []
     for cx, tok in ((ex, src), (dx, tgt)):
