@@ -13,7 +13,7 @@ so no training window ever sees (or predicts) an hour of the validation or test 
 
 The neural forecasters of chapter 5 live here too, with their one training recipe
 (`build_forecaster`, `train_forecaster`), so that the chapter and its search script
-(`scripts/search_05_time_series.py`) train exactly the same models.
+(`scripts/train_05_time_series.py`) train exactly the same models.
 """
 
 from __future__ import annotations
