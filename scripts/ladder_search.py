@@ -1,6 +1,6 @@
 """The learning rate of every rung of chapter 7's ladder, chosen on validation.
 
-    python scripts/ladder_search.py                                 # full (~30 min, 2 CPUs)
+    python scripts/ladder_search.py                                 # full (~35 min, 2 CPUs)
     python scripts/ladder_search.py --profile smoke --out /tmp/ls   # seconds
 
 Every rung of ``course_lib.ladder.RUNGS`` trains, for each rate of a grid, exactly as
@@ -41,14 +41,17 @@ from course_lib import precision as precisions  # noqa: E402
 NAME = "ladder_07"
 SEED = 0
 SIZES = {
-    "full": dict(vocab_size=4096, window=64, stride=32, d_model=128, num_heads=4,
-                 num_layers=4, batch_size=32, steps=600, warmup_steps=30,
-                 lr_grid=(1e-3, 2e-3, 4e-3), val_reviews=100, train_reviews=None),
+    "full": dict(vocab_size=1024, window=64, stride=32, d_model=64, num_heads=4,
+                 num_layers=4, batch_size=32, steps=2000, warmup_steps=100,
+                 lr_grid=(5e-3, 1e-2, 2e-2), lr_grid_norm=(2e-3, 4e-3, 8e-3),
+                 val_reviews=100, train_reviews=None),
     "smoke": dict(vocab_size=400, window=16, stride=8, d_model=32, num_heads=2,
                   num_layers=2, batch_size=8, steps=8, warmup_steps=2,
-                  lr_grid=(2e-3, 4e-3, 8e-3), val_reviews=8, train_reviews=300),
+                  lr_grid=(2e-3, 4e-3, 8e-3), lr_grid_norm=(2e-3, 4e-3, 8e-3),
+                  val_reviews=8, train_reviews=300),
 }
 MAX_EXTENSIONS = 5
+NORMED = ("LayerNorm", "blocks", "tied head")  # rungs with LayerNorm start from lr_grid_norm
 
 
 def file_sha256(path) -> str:
@@ -72,9 +75,9 @@ def prepare(sizes: dict) -> dict:
                 val_ids=bpe.encode_batch(val, add_bos=True))
 
 
-def train_rung(rung, lr, sizes, prepared, device, prec):
+def train_rung(rung, lr, sizes, prepared, device, prec, steps=None):
     """One run: returns its history (validation perplexity at every quarter) and the model."""
-    steps = sizes["steps"]
+    steps = steps or sizes["steps"]
     torch.manual_seed(SEED)  # the same initial weights for every rate of a rung
     model = ladder.build(rung, len(prepared["bpe"]), sizes["window"], sizes["d_model"],
                          sizes["num_heads"], sizes["num_layers"])
@@ -98,6 +101,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the table (required unless --profile full)")
     parser.add_argument("--rungs", nargs="*", default=None, help="only these rungs")
+    parser.add_argument("--longer", nargs="*", default=None,
+                        help="train these rungs once more at their chosen rate for twice the "
+                             "steps (a control: does the ranking hold with more training?)")
     args = parser.parse_args(argv)
     if args.profile != "full" and args.out is None:
         parser.error(f"--profile {args.profile} writes nowhere in the repository: name --out")
@@ -116,23 +122,24 @@ def main(argv=None) -> int:
     prepared = prepare(sizes)
     rows, extended, old = [], [], None
     csv_path, json_path = out / f"{NAME}.csv", out / f"{NAME}.json"
-    if args.rungs and csv_path.exists():  # merge into the committed table
+    if (args.rungs or args.longer) and csv_path.exists():  # merge into the committed table
         old = pd.read_csv(csv_path)
         meta_old = json.loads(json_path.read_text())
-        extended = [e for e in meta_old["extended"] if e["rung"] not in args.rungs]
+        extended = [e for e in meta_old["extended"] if e["rung"] not in (args.rungs or [])]
 
-    def run(rung, lr):
+    def run(rung, lr, steps=None):
+        steps = steps or sizes["steps"]
         if old is not None:
             same = old[(old["rung"] == rung) & np.isclose(old["lr"], lr)
-                       & (old["steps"] == sizes["steps"])]
+                       & (old["steps"] == steps)]
             if len(same):
                 rows.append(same.iloc[0].to_dict())
                 print(f"  {rung} lr {lr:g}: reused, val ppl {same['val_ppl'].iloc[0]:.2f}")
                 return float(same["val_ppl"].iloc[0])
         t = time.perf_counter()
-        hist, model = train_rung(rung, lr, sizes, prepared, device, prec)
+        hist, model = train_rung(rung, lr, sizes, prepared, device, prec, steps)
         v = hist["val_ppl"].tolist()
-        row = {"rung": rung, "lr": lr, "steps": sizes["steps"],
+        row = {"rung": rung, "lr": lr, "steps": steps,
                "tokens": int(hist["tokens"].iloc[-1]),
                "params": sum(p.numel() for p in model.parameters()),
                "val_ppl_q1": round(v[0], 3), "val_ppl_q2": round(v[1], 3),
@@ -147,8 +154,10 @@ def main(argv=None) -> int:
         return row["val_ppl"]
 
     winners = {}
-    for rung in args.rungs or ladder.RUNGS:
-        grid = {lr: run(rung, lr) for lr in sizes["lr_grid"]}
+    searched = [] if args.longer is not None and not args.rungs else (args.rungs or ladder.RUNGS)
+    for rung in searched:
+        grid = {lr: run(rung, lr)
+                for lr in sizes["lr_grid_norm" if rung in NORMED else "lr_grid"]}
         for _ in range(MAX_EXTENSIONS):  # bracket the best rate: extend past an edge
             best = min(grid, key=grid.get)
             if best == min(grid):
@@ -162,13 +171,20 @@ def main(argv=None) -> int:
         best = min(grid, key=grid.get)
         winners[rung] = {"lr": best, "val_ppl": grid[best],
                          "lr_bracketed": bool(min(grid) < best < max(grid))}
-    table = pd.DataFrame(rows)
-    if old is not None:  # the other rungs' rows and winners as committed
-        table = pd.concat([old[~old["rung"].isin(args.rungs)], table], ignore_index=True)
-        winners = {**{k: v for k, v in meta_old["winners"].items() if k not in args.rungs},
+    if old is not None:  # the other rungs' winners as committed
+        winners = {**{k: v for k, v in meta_old["winners"].items() if k not in searched},
                    **winners}
+    for rung in args.longer or []:  # the control: each winner again, twice as long
+        run(rung, winners[rung]["lr"], 2 * sizes["steps"])
+    table = pd.DataFrame(rows)
+    if old is not None:  # the other rows as committed
+        redone = set(zip(table["rung"], table["lr"].round(8), table["steps"]))
+        keep = [(r, round(lr, 8), st) not in redone
+                for r, lr, st in zip(old["rung"], old["lr"], old["steps"])]
+        table = pd.concat([old[keep], table], ignore_index=True)
     order = {r: i for i, r in enumerate(ladder.RUNGS)}
-    table = table.sort_values(["rung", "lr"], key=lambda c: c.map(order) if c.name == "rung"
+    table = table.sort_values(["rung", "steps", "lr"],
+                              key=lambda c: c.map(order) if c.name == "rung"
                               else c).reset_index(drop=True)
     winners = {r: winners[r] for r in ladder.RUNGS if r in winners}
     out.mkdir(parents=True, exist_ok=True)
