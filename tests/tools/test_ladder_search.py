@@ -35,8 +35,9 @@ def test_the_committed_search_comes_from_the_committed_script(script):
 def test_every_rungs_rate_is_bracketed_and_is_the_tables_best():
     table, meta = pd.read_csv(TABLE), json.loads(META.read_text())
     assert list(meta["winners"]) == list(ladder.RUNGS)
+    searched = table[table["steps"] == meta["sizes"]["steps"]]  # not the longer controls
     for rung, win in meta["winners"].items():
-        rows = table[table["rung"] == rung]
+        rows = searched[searched["rung"] == rung]
         best = rows.loc[rows["val_ppl"].idxmin()]
         assert best["lr"] == pytest.approx(win["lr"]), rung
         assert rows["lr"].min() < win["lr"] < rows["lr"].max(), f"{rung}: rate at the edge"
@@ -55,6 +56,20 @@ def test_search_runs_at_smoke_size_and_merges(script, tmp_path):
                                   first.reset_index(drop=True), check_dtype=False)
     meta = json.loads((tmp_path / "ladder_07.json").read_text())
     assert set(meta["winners"]) == {"bigram", "heads", "FFN"}
+
+
+def test_longer_trains_a_winner_twice_as_long_and_keeps_the_search(script, tmp_path):
+    assert script.main(["--profile", "smoke", "--out", str(tmp_path), "--rungs", "bigram"]) == 0
+    first = pd.read_csv(tmp_path / "ladder_07.csv")
+    winners = json.loads((tmp_path / "ladder_07.json").read_text())["winners"]
+    assert script.main(["--profile", "smoke", "--out", str(tmp_path), "--longer", "bigram"]) == 0
+    table = pd.read_csv(tmp_path / "ladder_07.csv")
+    steps = script.SIZES["smoke"]["steps"]
+    longer = table[table["steps"] == 2 * steps]
+    assert len(longer) == 1 and longer["lr"].iloc[0] == pytest.approx(winners["bigram"]["lr"])
+    pd.testing.assert_frame_equal(table[table["steps"] == steps].reset_index(drop=True),
+                                  first.reset_index(drop=True), check_dtype=False)
+    assert json.loads((tmp_path / "ladder_07.json").read_text())["winners"] == winners
 
 
 def test_search_refuses_to_write_smoke_results_into_the_repository(script):
