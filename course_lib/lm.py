@@ -54,14 +54,22 @@ def random_windows(stream: torch.Tensor, batch_size: int, window: int,
 
 
 def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
-                        betas=(0.9, 0.95)) -> torch.optim.AdamW:
+                        betas=(0.9, 0.95),
+                        no_decay: Iterable[nn.Parameter] = ()) -> torch.optim.AdamW:
     """AdamW with weight decay on the weight matrices of the blocks only.
 
     Embeddings (tokens, positions, and so the tied head), LayerNorm parameters and biases are
     not decayed, as in GPT-2 and minGPT; an embedding is known by its module type, not its name.
+    ``no_decay`` exempts more of the model's parameters (chapter 7: an untied head).
     """
     kept = {id(p) for m in model.modules() if isinstance(m, (nn.Embedding, nn.LayerNorm))
             for p in m.parameters(recurse=False)}
+    own = {id(p) for p in model.parameters()}
+    for p in no_decay:
+        if not isinstance(p, torch.Tensor) or id(p) not in own:
+            raise ValueError("no_decay must list parameters of this model, e.g. "
+                             "[model.head.weight]")
+        kept.add(id(p))
     decay, no_decay = [], []
     for p in model.parameters():  # a tied weight is listed once
         (decay if p.dim() >= 2 and id(p) not in kept else no_decay).append(p)
@@ -79,7 +87,8 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
           checkpoints: Iterable[int] = (), evaluate: Callable[[nn.Module], dict] | None = None,
           seed: int = 0, device="cpu", desc: str = "train", precision="current",
           pairs: Callable[[torch.Tensor], tuple] | None = None,
-          schedule: Callable[[int], float] | None = None) -> pd.DataFrame:
+          schedule: Callable[[int], float] | None = None,
+          no_decay: Iterable[nn.Parameter] = ()) -> pd.DataFrame:
     """AdamW on random windows of ``stream``; one history row per checkpoint (and the end).
 
     Columns: ``step``, ``tokens`` (targets seen), ``seconds`` (training time, evaluation
@@ -91,14 +100,15 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     ``schedules.warmup_constant(warmup_steps)``, e.g. ``schedules.warmup_cosine(warmup, steps)``
     decays it. ``precision`` (``precision.as_precision``): by default ``"current"``, the one
     ``runtime.setup`` chose, so a notebook that calls ``setup(precision="auto")`` trains in it;
-    None is float32, as everywhere in course_lib.
+    None is float32, as everywhere in course_lib. ``no_decay``: parameters kept out of weight
+    decay besides ``configure_optimizer``'s own.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     marks = sorted({int(c) for c in checkpoints if 0 < int(c) < steps} | {steps})
     prec = _precision.as_precision(precision, device)
     model.to(device)
-    optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay)
+    optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay, no_decay=no_decay)
     factor = warmup_constant(warmup_steps) if schedule is None else schedule
     if not callable(factor):
         raise TypeError(f"schedule must be a function of the step, got {type(factor).__name__}")

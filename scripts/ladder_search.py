@@ -13,6 +13,10 @@ side (at most five times), so every chosen rate is bracketed.
 
 ``--rungs NAME ...`` searches those rungs only and merges them into the committed table; a
 run already in the table (the same rung, rate and sizes) is reused, not trained again.
+``--longer NAME ...`` trains those rungs' winners for twice the steps. ``--controls NAME ...``
+trains the controls of ``CONTROLS`` (rung 9 against rung 8): each changes one thing of its
+parent rung; a control with its own grid is searched like a rung, the others train at their
+parent's chosen rate.
 
 Writes ``book/results/search/ladder_07.csv`` (one row per run) and ``ladder_07.json`` (the
 sizes, the machine, the script's SHA-256, and each rung's winner); chapter 7 reads the
@@ -52,6 +56,14 @@ SIZES = {
 }
 MAX_EXTENSIONS = 5
 NORMED = ("LayerNorm", "blocks", "tied head")  # rungs with LayerNorm start from lr_grid_norm
+# Why is the tied head (rung 9) behind the untied one (rung 8)? Each control changes one thing.
+CONTROLS = {
+    # rung 8 with its head out of weight decay, as the tied head (an embedding) is
+    "blocks, head undecayed": dict(parent="blocks", no_decay_head=True, search=False),
+    # rung 9 as wide as it must be to have about rung 8's parameters (d_model 72: 331,056
+    # against 336,256 at 1,024 pieces): the tied head's deficit in parameters paid back
+    "tied head, wider": dict(parent="tied head", d_model=72, search=True),
+}
 
 
 def file_sha256(path) -> str:
@@ -78,9 +90,12 @@ def prepare(sizes: dict) -> dict:
 def train_rung(rung, lr, sizes, prepared, device, prec, steps=None):
     """One run: returns its history (validation perplexity at every quarter) and the model."""
     steps = steps or sizes["steps"]
+    control = CONTROLS.get(rung, {})
     torch.manual_seed(SEED)  # the same initial weights for every rate of a rung
-    model = ladder.build(rung, len(prepared["bpe"]), sizes["window"], sizes["d_model"],
-                         sizes["num_heads"], sizes["num_layers"])
+    model = ladder.build(control.get("parent", rung), len(prepared["bpe"]), sizes["window"],
+                         control.get("d_model", sizes["d_model"]), sizes["num_heads"],
+                         sizes["num_layers"])
+    no_decay = [model.head.weight] if control.get("no_decay_head") else []
 
     def evaluate(m):
         nll = lm.target_nll(m, prepared["val_ids"], sizes["window"], sizes["stride"],
@@ -91,7 +106,8 @@ def train_rung(rung, lr, sizes, prepared, device, prec, steps=None):
                        window=sizes["window"], lr=lr, warmup_steps=sizes["warmup_steps"],
                        schedule=gpt.warmup_cosine(sizes["warmup_steps"], steps, 0.1),
                        checkpoints=[steps // 4, steps // 2, 3 * steps // 4], evaluate=evaluate,
-                       seed=SEED, device=device, desc=f"{rung}, lr {lr:g}", precision=prec)
+                       seed=SEED, device=device, desc=f"{rung}, lr {lr:g}", precision=prec,
+                       no_decay=no_decay)
     return history, model
 
 
@@ -104,6 +120,8 @@ def main(argv=None) -> int:
     parser.add_argument("--longer", nargs="*", default=None,
                         help="train these rungs once more at their chosen rate for twice the "
                              "steps (a control: does the ranking hold with more training?)")
+    parser.add_argument("--controls", nargs="*", default=None, choices=sorted(CONTROLS),
+                        help="train these controls of CONTROLS")
     args = parser.parse_args(argv)
     if args.profile != "full" and args.out is None:
         parser.error(f"--profile {args.profile} writes nowhere in the repository: name --out")
@@ -122,7 +140,7 @@ def main(argv=None) -> int:
     prepared = prepare(sizes)
     rows, extended, old = [], [], None
     csv_path, json_path = out / f"{NAME}.csv", out / f"{NAME}.json"
-    if (args.rungs or args.longer) and csv_path.exists():  # merge into the committed table
+    if (args.rungs or args.longer or args.controls) and csv_path.exists():  # merge into the committed table
         old = pd.read_csv(csv_path)
         meta_old = json.loads(json_path.read_text())
         extended = [e for e in meta_old["extended"] if e["rung"] not in (args.rungs or [])]
@@ -154,10 +172,13 @@ def main(argv=None) -> int:
         return row["val_ppl"]
 
     winners = {}
-    searched = [] if args.longer is not None and not args.rungs else (args.rungs or ladder.RUNGS)
+    only_extra = (args.longer is not None or args.controls is not None) and not args.rungs
+    searched = [] if only_extra else list(args.rungs or ladder.RUNGS)
+    searched = searched + [c for c in args.controls or [] if CONTROLS[c]["search"]]
     for rung in searched:
+        family = CONTROLS[rung]["parent"] if rung in CONTROLS else rung
         grid = {lr: run(rung, lr)
-                for lr in sizes["lr_grid_norm" if rung in NORMED else "lr_grid"]}
+                for lr in sizes["lr_grid_norm" if family in NORMED else "lr_grid"]}
         for _ in range(MAX_EXTENSIONS):  # bracket the best rate: extend past an edge
             best = min(grid, key=grid.get)
             if best == min(grid):
@@ -176,17 +197,20 @@ def main(argv=None) -> int:
                    **winners}
     for rung in args.longer or []:  # the control: each winner again, twice as long
         run(rung, winners[rung]["lr"], 2 * sizes["steps"])
+    for name in args.controls or []:  # the others at their parent's chosen rate
+        if not CONTROLS[name]["search"]:
+            run(name, winners[CONTROLS[name]["parent"]]["lr"])
     table = pd.DataFrame(rows)
     if old is not None:  # the other rows as committed
         redone = set(zip(table["rung"], table["lr"].round(8), table["steps"]))
         keep = [(r, round(lr, 8), st) not in redone
                 for r, lr, st in zip(old["rung"], old["lr"], old["steps"])]
         table = pd.concat([old[keep], table], ignore_index=True)
-    order = {r: i for i, r in enumerate(ladder.RUNGS)}
+    order = {r: i for i, r in enumerate((*ladder.RUNGS, *CONTROLS))}
     table = table.sort_values(["rung", "steps", "lr"],
                               key=lambda c: c.map(order) if c.name == "rung"
                               else c).reset_index(drop=True)
-    winners = {r: winners[r] for r in ladder.RUNGS if r in winners}
+    winners = {r: winners[r] for r in (*ladder.RUNGS, *CONTROLS) if r in winners}
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(csv_path, index=False)
     meta = {"name": NAME, "profile": args.profile, "seed": SEED,

@@ -32,9 +32,12 @@ def test_the_committed_search_comes_from_the_committed_script(script):
     assert meta["sizes"]["steps"] == script.SIZES["full"]["steps"]
 
 
-def test_every_rungs_rate_is_bracketed_and_is_the_tables_best():
+def test_every_rungs_rate_is_bracketed_and_is_the_tables_best(script):
     table, meta = pd.read_csv(TABLE), json.loads(META.read_text())
-    assert list(meta["winners"]) == list(ladder.RUNGS)
+    rungs = list(meta["winners"])[:len(ladder.RUNGS)]
+    assert rungs == list(ladder.RUNGS)
+    searched_controls = [c for c, spec in script.CONTROLS.items() if spec["search"]]
+    assert set(meta["winners"]) - set(rungs) <= set(searched_controls)
     searched = table[table["steps"] == meta["sizes"]["steps"]]  # not the longer controls
     for rung, win in meta["winners"].items():
         rows = searched[searched["rung"] == rung]
@@ -70,6 +73,24 @@ def test_longer_trains_a_winner_twice_as_long_and_keeps_the_search(script, tmp_p
     pd.testing.assert_frame_equal(table[table["steps"] == steps].reset_index(drop=True),
                                   first.reset_index(drop=True), check_dtype=False)
     assert json.loads((tmp_path / "ladder_07.json").read_text())["winners"] == winners
+
+
+def test_controls_change_one_thing_of_their_parent(script, tmp_path):
+    out = ["--profile", "smoke", "--out", str(tmp_path)]
+    assert script.main(out + ["--rungs", "blocks", "tied head"]) == 0
+    winners = json.loads((tmp_path / "ladder_07.json").read_text())["winners"]
+    assert script.main(out + ["--controls", *script.CONTROLS]) == 0
+    table = pd.read_csv(tmp_path / "ladder_07.csv")
+    undecayed = table[table["rung"] == "blocks, head undecayed"]
+    assert len(undecayed) == 1  # one run, at rung 8's own rate, with rung 8's parameters
+    assert undecayed["lr"].iloc[0] == pytest.approx(winners["blocks"]["lr"])
+    assert undecayed["params"].iloc[0] == table[table["rung"] == "blocks"]["params"].iloc[0]
+    wider = table[table["rung"] == "tied head, wider"]
+    meta = json.loads((tmp_path / "ladder_07.json").read_text())
+    assert meta["winners"]["tied head, wider"]["lr_bracketed"]  # searched like a rung
+    assert wider["params"].iloc[0] > table[table["rung"] == "tied head"]["params"].iloc[0]
+    with pytest.raises(SystemExit):
+        script.main(out + ["--controls", "no such control"])
 
 
 def test_search_refuses_to_write_smoke_results_into_the_repository(script):

@@ -321,6 +321,41 @@ def test_optimizer_decays_only_block_matrices():
     assert n == sum(p.numel() for p in model.parameters())
 
 
+def test_configure_optimizer_no_decay_exempts_named_parameters_and_rejects_strangers():
+    from course_lib import ladder
+    from course_lib.lm import configure_optimizer
+
+    torch.manual_seed(0)
+    model = ladder.build("blocks", 50, 8, 16, 2, 1)  # untied: its head is an nn.Linear
+    decayed = lambda opt: {id(p) for p in opt.param_groups[0]["params"]}  # noqa: E731
+    assert id(model.head.weight) in decayed(configure_optimizer(model, lr=1e-3))
+    opt = configure_optimizer(model, lr=1e-3, no_decay=[model.head.weight])
+    assert id(model.head.weight) not in decayed(opt)
+    assert id(model.blocks[0].attn.q_proj.weight) in decayed(opt)  # the rest as before
+    n = sum(p.numel() for g in opt.param_groups for p in g["params"])
+    assert n == sum(p.numel() for p in model.parameters())
+    with pytest.raises(ValueError, match="parameters of this model"):
+        configure_optimizer(model, lr=1e-3, no_decay=[torch.nn.Parameter(torch.zeros(3, 3))])
+
+
+def test_train_passes_no_decay_to_the_optimizer():
+    from course_lib import ladder, lm
+
+    torch.manual_seed(0)
+    stream = torch.randint(0, 50, (400,))
+    runs = {}
+    for name, exempt in (("decayed", ()), ("exempt", True)):
+        torch.manual_seed(0)
+        m = ladder.build("blocks", 50, 8, 16, 2, 1)
+        with torch.no_grad():
+            m.head.weight.fill_(1.0)
+        lm.train(m, stream, 3, batch_size=2, window=8, lr=1e-3, warmup_steps=1,
+                 weight_decay=0.5, device="cpu", precision=None,
+                 no_decay=[m.head.weight] if exempt is True else ())
+        runs[name] = m.head.weight.detach().clone()
+    assert not torch.equal(runs["decayed"], runs["exempt"])  # decay moved the head
+
+
 def test_sliding_windows_score_every_token_once_with_context():
     from course_lib.gpt import sliding_windows
 
