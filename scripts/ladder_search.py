@@ -63,6 +63,8 @@ CONTROLS = {
     # rung 9 as wide as it must be to have about rung 8's parameters (d_model 72: 331,056
     # against 336,256 at 1,024 pieces): the tied head's deficit in parameters paid back
     "tied head, wider": dict(parent="tied head", d_model=72, search=True),
+    # rung 9 with a bias in its head, as rung 8's head has one
+    "tied head + bias": dict(parent="tied head", head_bias=True, search=False),
 }
 
 
@@ -96,6 +98,8 @@ def train_rung(rung, lr, sizes, prepared, device, prec, steps=None):
                          control.get("d_model", sizes["d_model"]), sizes["num_heads"],
                          sizes["num_layers"])
     no_decay = [model.head.weight] if control.get("no_decay_head") else []
+    if control.get("head_bias"):
+        model.head.bias = torch.nn.Parameter(torch.zeros(len(prepared["bpe"])))
 
     def evaluate(m):
         nll = lm.target_nll(m, prepared["val_ids"], sizes["window"], sizes["stride"],

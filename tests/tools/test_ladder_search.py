@@ -89,6 +89,10 @@ def test_controls_change_one_thing_of_their_parent(script, tmp_path):
     meta = json.loads((tmp_path / "ladder_07.json").read_text())
     assert meta["winners"]["tied head, wider"]["lr_bracketed"]  # searched like a rung
     assert wider["params"].iloc[0] > table[table["rung"] == "tied head"]["params"].iloc[0]
+    bias = table[table["rung"] == "tied head + bias"]
+    assert bias["lr"].iloc[0] == pytest.approx(winners["tied head"]["lr"])
+    assert bias["params"].iloc[0] == (table[table["rung"] == "tied head"]["params"].iloc[0]
+                                      + script.SIZES["smoke"]["vocab_size"])
     with pytest.raises(SystemExit):
         script.main(out + ["--controls", "no such control"])
 
