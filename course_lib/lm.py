@@ -22,7 +22,7 @@ The model lives in ``course_lib.gpt``; its training and scoring live here: the o
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,28 +54,41 @@ def random_windows(stream: torch.Tensor, batch_size: int, window: int,
 
 
 def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.1,
-                        betas=(0.9, 0.95),
-                        no_decay: Iterable[nn.Parameter] = ()) -> torch.optim.AdamW:
+                        betas=(0.9, 0.95), no_decay: Iterable[nn.Parameter] = (),
+                        lr_scale: Mapping[nn.Parameter, float] | None = None
+                        ) -> torch.optim.AdamW:
     """AdamW with weight decay on the weight matrices of the blocks only.
 
     Embeddings (tokens, positions, and so the tied head), LayerNorm parameters and biases are
     not decayed, as in GPT-2 and minGPT; an embedding is known by its module type, not its name.
-    ``no_decay`` exempts more of the model's parameters (chapter 7: an untied head).
+    ``no_decay`` exempts more of the model's parameters (chapter 7: an untied head);
+    ``lr_scale`` gives some parameters their own rate, ``lr`` times a factor (chapter 7: a
+    tied embedding at half the rate of the rest).
     """
     kept = {id(p) for m in model.modules() if isinstance(m, (nn.Embedding, nn.LayerNorm))
             for p in m.parameters(recurse=False)}
     own = {id(p) for p in model.parameters()}
-    for p in no_decay:
-        if not isinstance(p, torch.Tensor) or id(p) not in own:
-            raise ValueError("no_decay must list parameters of this model, e.g. "
-                             "[model.head.weight]")
-        kept.add(id(p))
-    decay, no_decay = [], []
+    scale, no_decay = {}, list(no_decay)
+    for name, params in (("no_decay", no_decay), ("lr_scale", list(lr_scale or {}))):
+        for p in params:
+            if not isinstance(p, torch.Tensor) or id(p) not in own:
+                raise ValueError(f"{name} must list parameters of this model, e.g. "
+                                 "[model.head.weight]")
+    kept |= {id(p) for p in no_decay}
+    for p, factor in (lr_scale or {}).items():
+        if not factor > 0:
+            raise ValueError(f"lr_scale factors must be positive, got {factor!r}")
+        scale[id(p)] = float(factor)
+    groups = {}
     for p in model.parameters():  # a tied weight is listed once
-        (decay if p.dim() >= 2 and id(p) not in kept else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+        decayed = p.dim() >= 2 and id(p) not in kept
+        key = (decayed, scale.get(id(p), 1.0))
+        groups.setdefault(key, []).append(p)
+    groups.setdefault((True, 1.0), [])  # the two usual groups always exist, in this order
+    groups.setdefault((False, 1.0), [])
+    order = sorted(groups, key=lambda k: (k[1] != 1.0, not k[0], k[1]))
+    return torch.optim.AdamW([{"params": groups[k], "weight_decay": weight_decay if k[0] else 0.0,
+                               "lr": lr * k[1]} for k in order], lr=lr, betas=betas)
 
 
 # Its name here before course_lib.schedules held every schedule.
@@ -88,7 +101,8 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
           seed: int = 0, device="cpu", desc: str = "train", precision="current",
           pairs: Callable[[torch.Tensor], tuple] | None = None,
           schedule: Callable[[int], float] | None = None,
-          no_decay: Iterable[nn.Parameter] = ()) -> pd.DataFrame:
+          no_decay: Iterable[nn.Parameter] = (),
+          lr_scale: Mapping[nn.Parameter, float] | None = None) -> pd.DataFrame:
     """AdamW on random windows of ``stream``; one history row per checkpoint (and the end).
 
     Columns: ``step``, ``tokens`` (targets seen), ``seconds`` (training time, evaluation
@@ -101,14 +115,16 @@ def train(model: nn.Module, stream: torch.Tensor, steps: int, *, batch_size: int
     decays it. ``precision`` (``precision.as_precision``): by default ``"current"``, the one
     ``runtime.setup`` chose, so a notebook that calls ``setup(precision="auto")`` trains in it;
     None is float32, as everywhere in course_lib. ``no_decay``: parameters kept out of weight
-    decay besides ``configure_optimizer``'s own.
+    decay besides ``configure_optimizer``'s own; ``lr_scale``: parameters trained at ``lr``
+    times a factor.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     marks = sorted({int(c) for c in checkpoints if 0 < int(c) < steps} | {steps})
     prec = _precision.as_precision(precision, device)
     model.to(device)
-    optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay, no_decay=no_decay)
+    optimizer = configure_optimizer(model, lr=lr, weight_decay=weight_decay, no_decay=no_decay,
+                                    lr_scale=lr_scale)
     factor = warmup_constant(warmup_steps) if schedule is None else schedule
     if not callable(factor):
         raise TypeError(f"schedule must be a function of the step, got {type(factor).__name__}")

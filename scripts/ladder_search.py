@@ -13,7 +13,8 @@ side (at most five times), so every chosen rate is bracketed.
 
 ``--rungs NAME ...`` searches those rungs only and merges them into the committed table; a
 run already in the table (the same rung, rate and sizes) is reused, not trained again.
-``--longer NAME ...`` trains those rungs' winners for twice the steps. ``--controls NAME ...``
+``--longer NAME ...`` trains those rungs' winners for twice the steps (``--times 4``: four
+times). ``--controls NAME ...``
 trains the controls of ``CONTROLS`` (rung 9 against rung 8): each changes one thing of its
 parent rung; a control with its own grid is searched like a rung, the others train at their
 parent's chosen rate.
@@ -65,7 +66,24 @@ CONTROLS = {
     "tied head, wider": dict(parent="tied head", d_model=72, search=True),
     # rung 9 with a bias in its head, as rung 8's head has one
     "tied head + bias": dict(parent="tied head", head_bias=True, search=False),
+    # rung 9 at rung 8's rate, its shared matrix at half of it (rung 9's own rate): does the
+    # matrix that serves both ends hold the whole model to a lower rate?
+    "tied head, rung 8's rate, embedding at half": dict(parent="tied head", lr_from="blocks",
+                                                        embedding_scale=0.5, search=False),
+    # rung 4 with a residual path around its attention: rung 5's control without the FFN
+    "heads + residual": dict(parent="heads", residual=True, search=False),
 }
+
+
+class Residual(torch.nn.Module):
+    """x + inner(x): a residual path around a rung's body."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return x + self.inner(x)
 
 
 def file_sha256(path) -> str:
@@ -100,6 +118,10 @@ def train_rung(rung, lr, sizes, prepared, device, prec, steps=None):
     no_decay = [model.head.weight] if control.get("no_decay_head") else []
     if control.get("head_bias"):
         model.head.bias = torch.nn.Parameter(torch.zeros(len(prepared["bpe"])))
+    if control.get("residual"):
+        model.body = Residual(model.body)
+    lr_scale = ({model.token_embedding.weight: control["embedding_scale"]}
+                if "embedding_scale" in control else None)
 
     def evaluate(m):
         nll = lm.target_nll(m, prepared["val_ids"], sizes["window"], sizes["stride"],
@@ -111,7 +133,7 @@ def train_rung(rung, lr, sizes, prepared, device, prec, steps=None):
                        schedule=gpt.warmup_cosine(sizes["warmup_steps"], steps, 0.1),
                        checkpoints=[steps // 4, steps // 2, 3 * steps // 4], evaluate=evaluate,
                        seed=SEED, device=device, desc=f"{rung}, lr {lr:g}", precision=prec,
-                       no_decay=no_decay)
+                       no_decay=no_decay, lr_scale=lr_scale)
     return history, model
 
 
@@ -124,6 +146,8 @@ def main(argv=None) -> int:
     parser.add_argument("--longer", nargs="*", default=None,
                         help="train these rungs once more at their chosen rate for twice the "
                              "steps (a control: does the ranking hold with more training?)")
+    parser.add_argument("--times", type=int, default=2, choices=(2, 4),
+                        help="--longer trains this many times the steps")
     parser.add_argument("--controls", nargs="*", default=None, choices=sorted(CONTROLS),
                         help="train these controls of CONTROLS")
     args = parser.parse_args(argv)
@@ -144,7 +168,7 @@ def main(argv=None) -> int:
     prepared = prepare(sizes)
     rows, extended, old = [], [], None
     csv_path, json_path = out / f"{NAME}.csv", out / f"{NAME}.json"
-    if (args.rungs or args.longer or args.controls) and csv_path.exists():  # merge into the committed table
+    if (args.rungs or args.longer or args.controls) and csv_path.exists():  # merge into it
         old = pd.read_csv(csv_path)
         meta_old = json.loads(json_path.read_text())
         extended = [e for e in meta_old["extended"] if e["rung"] not in (args.rungs or [])]
@@ -199,11 +223,12 @@ def main(argv=None) -> int:
     if old is not None:  # the other rungs' winners as committed
         winners = {**{k: v for k, v in meta_old["winners"].items() if k not in searched},
                    **winners}
-    for rung in args.longer or []:  # the control: each winner again, twice as long
-        run(rung, winners[rung]["lr"], 2 * sizes["steps"])
+    for rung in args.longer or []:  # the control: each winner again, twice as long (or more)
+        run(rung, winners[rung]["lr"], args.times * sizes["steps"])
     for name in args.controls or []:  # the others at their parent's chosen rate
         if not CONTROLS[name]["search"]:
-            run(name, winners[CONTROLS[name]["parent"]]["lr"])
+            spec = CONTROLS[name]
+            run(name, winners[spec.get("lr_from", spec["parent"])]["lr"])
     table = pd.DataFrame(rows)
     if old is not None:  # the other rows as committed
         redone = set(zip(table["rung"], table["lr"].round(8), table["steps"]))

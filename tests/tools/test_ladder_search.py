@@ -73,11 +73,16 @@ def test_longer_trains_a_winner_twice_as_long_and_keeps_the_search(script, tmp_p
     pd.testing.assert_frame_equal(table[table["steps"] == steps].reset_index(drop=True),
                                   first.reset_index(drop=True), check_dtype=False)
     assert json.loads((tmp_path / "ladder_07.json").read_text())["winners"] == winners
+    assert script.main(["--profile", "smoke", "--out", str(tmp_path), "--longer", "bigram",
+                        "--times", "4"]) == 0
+    table = pd.read_csv(tmp_path / "ladder_07.csv")
+    assert sorted(table[table["rung"] == "bigram"]["steps"].unique()) == [steps, 2 * steps,
+                                                                         4 * steps]
 
 
 def test_controls_change_one_thing_of_their_parent(script, tmp_path):
     out = ["--profile", "smoke", "--out", str(tmp_path)]
-    assert script.main(out + ["--rungs", "blocks", "tied head"]) == 0
+    assert script.main(out + ["--rungs", "heads", "blocks", "tied head"]) == 0
     winners = json.loads((tmp_path / "ladder_07.json").read_text())["winners"]
     assert script.main(out + ["--controls", *script.CONTROLS]) == 0
     table = pd.read_csv(tmp_path / "ladder_07.csv")
@@ -93,6 +98,12 @@ def test_controls_change_one_thing_of_their_parent(script, tmp_path):
     assert bias["lr"].iloc[0] == pytest.approx(winners["tied head"]["lr"])
     assert bias["params"].iloc[0] == (table[table["rung"] == "tied head"]["params"].iloc[0]
                                       + script.SIZES["smoke"]["vocab_size"])
+    residual = table[table["rung"] == "heads + residual"]
+    assert residual["lr"].iloc[0] == pytest.approx(winners["heads"]["lr"])
+    assert residual["params"].iloc[0] == table[table["rung"] == "heads"]["params"].iloc[0]
+    split = table[table["rung"] == "tied head, rung 8's rate, embedding at half"]
+    assert split["lr"].iloc[0] == pytest.approx(winners["blocks"]["lr"])  # rung 8's rate
+    assert split["params"].iloc[0] == table[table["rung"] == "tied head"]["params"].iloc[0]
     with pytest.raises(SystemExit):
         script.main(out + ["--controls", "no such control"])
 

@@ -338,6 +338,30 @@ def test_configure_optimizer_no_decay_exempts_named_parameters_and_rejects_stran
         configure_optimizer(model, lr=1e-3, no_decay=[torch.nn.Parameter(torch.zeros(3, 3))])
 
 
+def test_configure_optimizer_lr_scale_gives_parameters_their_own_rate():
+    from course_lib import ladder
+    from course_lib.lm import configure_optimizer
+
+    torch.manual_seed(0)
+    model = ladder.build("tied head", 50, 8, 16, 2, 1)
+    emb = model.token_embedding.weight
+    opt = configure_optimizer(model, lr=1e-2, lr_scale={emb: 0.5})
+    rates = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    assert rates[id(emb)] == pytest.approx(5e-3)
+    assert rates[id(model.blocks[0].attn.q_proj.weight)] == pytest.approx(1e-2)
+    assert len(rates) == len(list(model.parameters()))  # each parameter once, tied included
+    decayed = {id(p) for p in opt.param_groups[0]["params"]}
+    assert id(emb) not in decayed and opt.param_groups[0]["weight_decay"] > 0
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.1)  # scales every group
+    assert {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}[id(emb)] == \
+        pytest.approx(5e-4)
+    del sched
+    with pytest.raises(ValueError, match="positive"):
+        configure_optimizer(model, lr=1e-2, lr_scale={emb: 0.0})
+    with pytest.raises(ValueError, match="parameters of this model"):
+        configure_optimizer(model, lr=1e-2, lr_scale={torch.nn.Parameter(torch.ones(2)): 2.0})
+
+
 def test_train_passes_no_decay_to_the_optimizer():
     from course_lib import ladder, lm
 
