@@ -27,8 +27,11 @@ Which precision ``choose`` picks for ``"auto"``:
   probe never runs (a cached answer is used, else fp32), and a probe whose threads had to
   fight other processes for the cores (``machine_busy``) decides its own run but is not
   cached;
-- on a **CUDA GPU**: bf16 where supported, else **fp16** with a gradient scaler (float16 has
-  a narrow exponent range: small gradients would round to zero without the scaler);
+- on a **CUDA GPU**: bf16 where the GPU has it in hardware (compute capability 8.0 and newer,
+  NVIDIA Ampere on), else **fp16** with a gradient scaler (float16 has a narrow exponent
+  range: small gradients would round to zero without the scaler). Older GPUs (T4, V100) can
+  only emulate bf16, without the hardware speed-up, so ``auto`` does not pick it there;
+  asking for bf16 explicitly still runs there;
 - on **Apple MPS** and anything else: **fp32** (autocast off).
 
 ``$COURSE_PRECISION`` (``auto``, ``fp32``, ``bf16``, ``fp16``) overrides the choice, as
@@ -470,8 +473,8 @@ def cpu_probe(refresh: bool = False, step: dict | None = None, profile: str = "f
 
 
 def _auto_not_cpu(device_type: str) -> str:
-    if device_type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if device_type == "cuda":  # bf16 only in hardware (Ampere on), not emulated
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     return "fp32"  # MPS and anything else: float32, the safe default
 
 
@@ -568,7 +571,10 @@ def choose(device, name: str | None = None, probe_step: dict | None = None,
         key = _auto_not_cpu(device_type)
     if device_type == "mps" and key != "fp32":
         raise ValueError(f"precision {key!r} is not supported on Apple MPS here; use 'fp32'")
-    if device_type == "cuda" and key == "bf16" and not torch.cuda.is_bf16_supported():
+    # An explicit bf16 may run emulated (T4, V100: no hardware speed-up); refuse only a GPU
+    # that cannot run it at all.
+    if (device_type == "cuda" and key == "bf16"
+            and not torch.cuda.is_bf16_supported(including_emulation=True)):
         raise ValueError("this CUDA GPU has no bf16 support; use 'fp16' (with a gradient "
                          "scaler) or 'fp32'")
     return Precision(key, device_type, probe=probe)

@@ -340,6 +340,36 @@ def test_low_precision_on_mps_is_refused():
         choose(torch.device("mps"), "bf16")
 
 
+def _gpu_with_emulated_bf16(monkeypatch):
+    """A pre-Ampere GPU (T4, V100) as torch sees it: bf16 only by emulation. Records the
+    ``including_emulation`` of every call."""
+    calls = []
+
+    def is_bf16_supported(including_emulation=True):
+        calls.append(including_emulation)
+        return including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    return calls
+
+
+@pytest.mark.filterwarnings("ignore:.*CUDA is not available")  # the fp16 scaler, off a GPU
+def test_auto_on_cuda_needs_bf16_in_hardware(monkeypatch):
+    calls = _gpu_with_emulated_bf16(monkeypatch)
+    chosen = choose("cuda", "auto")
+    assert chosen.name == "fp16" and chosen.scaler is not None
+    assert calls == [False]  # emulated bf16 does not count for "auto"
+
+
+def test_explicit_bf16_on_cuda_may_be_emulated(monkeypatch):
+    calls = _gpu_with_emulated_bf16(monkeypatch)
+    assert choose("cuda", "bf16").name == "bf16"
+    assert calls == [True]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
+    with pytest.raises(ValueError, match="no bf16 support.*'fp16'"):
+        choose("cuda", "bf16")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_auto_on_cuda_is_bf16_or_fp16():
     assert choose("cuda", "auto").name in ("bf16", "fp16")
