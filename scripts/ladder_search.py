@@ -1,7 +1,10 @@
 """The learning rate of every rung of chapter 7's ladder, chosen on validation.
 
-    python scripts/ladder_search.py                                 # full (~35 min, 2 CPUs)
+    python scripts/ladder_search.py                                 # full (~50 min, 2 CPUs)
     python scripts/ladder_search.py --profile smoke --out /tmp/ls   # seconds
+
+The committed table also holds the controls and the longer runs (the JSON's ``minutes``:
+about two hours on an Intel Xeon with 2 threads, all invocations together).
 
 Every rung of ``course_lib.ladder.RUNGS`` trains, for each rate of a grid, exactly as
 chapter 7 trains it: the same initial weights for every rate (seeded), the same batches for
