@@ -7,8 +7,9 @@ is noisy, so "on the edge" alone proves little: the edge value may have won by l
 `edge_check` answers both questions, setting by setting:
 
 1. where does the winner's value sit in the range that was searched? (an edge, or inside)
-2. for a winner on an edge: is it better than the best configuration *off* that edge, or do
-   the two tie? `compare` gives the interval (e.g. a paired bootstrap on validation rows).
+2. for a winner on an edge: is it better than the best configuration *off* that edge, or is
+   the comparison inconclusive (its interval contains 0)? `compare` gives the interval (e.g.
+   a paired bootstrap on validation rows).
 
 Only "on an edge *and* better than everything off it" says: widen the range.
 
@@ -132,7 +133,7 @@ def _describe(offered) -> str:
 
 def _read_gap(gap: Interval, name: str, other) -> str:
     if gap.contains(0.0):
-        return ", ties with the rest"
+        return ", inconclusive against the rest"  # an interval containing 0: no winner
     if gap.high < 0:
         return ", better than the rest: widen"
     raise ValueError(
@@ -191,6 +192,11 @@ def _check_arguments(search, space, limits, margin) -> None:
 
 
 # --------------------------------------------------------------------------- committed searches
+# Wording an older version of edge_check wrote into committed search files, and what the
+# course says now: an interval containing 0 is inconclusive, not a tie.
+SUPERSEDED_LABELS = {", ties with the rest": ", inconclusive against the rest"}
+
+
 def read_search(table, script=None) -> tuple[pd.DataFrame, dict]:
     """A committed search's table and meta (``<table stem>.json``), checked by their hashes.
 
@@ -218,4 +224,8 @@ def read_search(table, script=None) -> tuple[pd.DataFrame, dict]:
         raise ValueError(f"{Path(script).name} changed after it wrote {table.name} (its SHA-256 "
                          f"is not the one in {meta_path.name}): run it again to rewrite the "
                          "table")
+    for rows in meta.get("edge_checks", {}).values():  # labels of searches written earlier
+        for row in rows:
+            for before, now in SUPERSEDED_LABELS.items():
+                row["position"] = row.get("position", "").replace(before, now)
     return pd.read_csv(table), meta

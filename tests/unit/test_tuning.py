@@ -1,5 +1,7 @@
 """course_lib.tuning.edge_check: where a search's winner sits, and whether to widen a range."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -57,7 +59,7 @@ def test_an_edge_that_is_really_better_says_widen():
     assert check.loc["width", "winner minus best off the edge"].startswith("-0.15")
 
 
-def test_an_edge_won_by_luck_ties_with_the_rest():
+def test_an_edge_won_by_luck_is_inconclusive_against_the_rest():
     rng = np.random.default_rng(1)
     base = rng.normal(1.0, 0.3, 400)
     noise = {i: rng.normal(0, 0.5, 400) for i in range(3)}  # same design, different luck
@@ -66,7 +68,7 @@ def test_an_edge_won_by_luck_ties_with_the_rest():
     widths = {order[0]: 64, order[1]: 32, order[2]: 16}  # the luckiest sits on the edge
     rows = table([{"width": widths[i], "val": errors[i].mean()} for i in range(3)])
     check = tuning.edge_check(rows, {"width": [16, 32, 64]}, compare=paired_compare(errors))
-    assert check.loc["width", "position"] == "high edge, ties with the rest"
+    assert check.loc["width", "position"] == "high edge, inconclusive against the rest"
     assert not check.loc["width", "widen"]
 
 
@@ -75,7 +77,7 @@ def test_two_value_range_compares_with_the_other_value():
     errors = {0: np.full(50, 1.0), 1: np.full(50, 1.0)}
     rows = table([{"layers": 2, "val": 1.0}, {"layers": 1, "val": 1.0}])
     check = tuning.edge_check(rows, {"layers": [1, 2]}, compare=paired_compare(errors))
-    assert check.loc["layers", "position"] == "high edge, ties with the rest"
+    assert check.loc["layers", "position"] == "high edge, inconclusive against the rest"
 
 
 def test_hard_limits_single_values_and_nothing_off_the_edge():
@@ -165,6 +167,20 @@ def test_read_search_refuses_an_edited_table_or_a_changed_script(tmp_path):
     table.write_text(table.read_text().replace("0.1", "0.05"))
     with pytest.raises(ValueError, match="is not the table its script wrote"):
         tuning.read_search(table)
+
+
+def test_read_search_rewords_an_older_edge_label(tmp_path):
+    """Searches committed before the wording rule say 'ties with the rest'; read, they say
+    'inconclusive', and other labels pass unchanged."""
+    script, table = _written_search(tmp_path)
+    meta_path = table.with_suffix(".json")
+    meta = json.loads(meta_path.read_text())
+    meta["edge_checks"] = {"m": [{"setting": "lr", "position": "low edge, ties with the rest"},
+                                 {"setting": "wd", "position": "inside"}]}
+    meta_path.write_text(json.dumps(meta))
+    _, read = tuning.read_search(table)
+    assert [r["position"] for r in read["edge_checks"]["m"]] == [
+        "low edge, inconclusive against the rest", "inside"]
 
 
 def test_read_search_names_a_missing_file(tmp_path):
