@@ -13,6 +13,7 @@ book's results page gathers every card into one table.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -170,3 +171,20 @@ def read_cards(directory: str | Path | None = None) -> pd.DataFrame:
         row.update(pd.json_normalize(card["metrics"]).iloc[0].to_dict() if card["metrics"] else {})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def code_sha256(notebook: str | Path) -> str:
+    """SHA-256 of a notebook's code cells, in order: outputs, markdown and metadata left out.
+
+    A run made by a script (chapter 9's ablation) records it; the chapter compares it with
+    its own to tell whether that run executed the code the page shows.
+    """
+    path = Path(notebook)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not a notebook file: pass the .ipynb path")
+    cells = json.loads(path.read_text(encoding="utf-8")).get("cells")
+    if not isinstance(cells, list):
+        raise ValueError(f"{path} has no list of cells: is it a Jupyter notebook?")
+    code = "\n# ---- cell ----\n".join("".join(c.get("source", "")) for c in cells
+                                       if c.get("cell_type") == "code")
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()

@@ -265,3 +265,23 @@ def test_no_committed_headline_model_peaked_at_its_cap():
     assert set(KNOWN_CAPPED) <= capped, (
         f"{sorted(set(KNOWN_CAPPED) - capped)} no longer peak at the cap: "
         "remove them from KNOWN_CAPPED")
+
+
+def test_code_sha256_sees_code_only(tmp_path):
+    """The hash changes with a code cell and not with markdown or outputs; a wrong path or a
+    file that is not a notebook says what to pass."""
+    def notebook(code, text, outputs):
+        cells = [{"cell_type": "markdown", "source": [text]},
+                 {"cell_type": "code", "source": [code], "outputs": outputs}]
+        path = tmp_path / f"n{len(list(tmp_path.iterdir()))}.ipynb"
+        path.write_text(json.dumps({"cells": cells}))
+        return path
+
+    base = results.code_sha256(notebook("x = 1\n", "# one", []))
+    assert base == results.code_sha256(notebook("x = 1\n", "# two", [{"text": "1"}]))
+    assert base != results.code_sha256(notebook("x = 2\n", "# one", []))
+    with pytest.raises(FileNotFoundError, match="pass the .ipynb path"):
+        results.code_sha256(tmp_path / "missing.ipynb")
+    (tmp_path / "plain.json").write_text("{}")
+    with pytest.raises(ValueError, match="Jupyter notebook"):
+        results.code_sha256(tmp_path / "plain.json")
