@@ -1,7 +1,7 @@
 """Chapter 5's forecasters, trained until validation stops improving: the search, then the
 chosen models from three new seeds, written as a table, histories and weights.
 
-    python scripts/train_05_time_series.py           # full size: about 100 minutes on 2 CPU cores
+    python scripts/train_05_time_series.py           # full size: about 100-120 minutes on 2 CPU cores
     python scripts/train_05_time_series.py --profile smoke --out /tmp/ts5   # seconds
 
 1. The search. For each of the three neural models (learned-PE Transformer, ALiBi
@@ -56,7 +56,7 @@ from course_lib.tuning import edge_check  # noqa: E402
 
 NAME = "train_05_time_series"
 SIZES = {
-    "full": dict(search_configs=6, max_epochs=60, patience=5, windows_per_epoch=8744,
+    "full": dict(search_configs=6, max_epochs=150, patience=5, windows_per_epoch=8744,
                  eval_stride=1, bootstrap=2000, final_seeds=[1, 2, 3]),
     "smoke": dict(search_configs=2, max_epochs=3, patience=1, windows_per_epoch=256,
                   eval_stride=16, bootstrap=200, final_seeds=[1, 2]),

@@ -103,10 +103,15 @@ def test_the_committed_table_was_written_by_the_committed_script():
 
 
 def test_converged_not_capped():
-    """No committed run, in the search or final, had its best epoch at the cap."""
+    """No committed run, in the search or final, reached its cap or had its best epoch there."""
     meta, table = read(RESULTS)
     assert not table.best_at_cap.any(), table[table.best_at_cap]
     assert not any(run["best_at_cap"] for run in meta["finals"])
+    # and every run stopped by its patience, before the cap (searches included)
+    cap = meta["sizes"]["max_epochs"]
+    assert (table.epochs_run < cap).all(), table[table.epochs_run >= cap]
+    assert all(run["epochs_run"] < cap for run in meta["finals"]), [
+        (run["model"], run["seed"]) for run in meta["finals"] if run["epochs_run"] >= cap]
 
 
 def test_the_shipped_weights_give_the_recorded_validation_mae():
