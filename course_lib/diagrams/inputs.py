@@ -135,7 +135,7 @@ def feature_tokenizer():
     arrow(ax, out_cls.bottom, (cls_x, 0.55), head.left)
     price = tensor(ax, 5.1, 0.55, 1.4, 0.36, "log price", fill=TARGET)
     arrow(ax, head.right, price.left)
-    shape_text(ax, price.right[0] + 0.1, 0.55, "[B, 1]", ha="left")
+    shape_text(ax, price.right[0] + 0.1, 0.55, "[B]", ha="left")
     return fig
 
 
