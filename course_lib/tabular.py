@@ -212,8 +212,10 @@ class FeatureTokenizer(nn.Module):
       tables one after the other; ``offsets`` says where each column's table starts)
     - every token:           + e_j, the feature-identity embedding ``feature_emb`` [1, F, d]
 
-    For a numeric token b_j and e_j are both a fixed vector per column, so they add up to
-    one: the identity embedding is what tells the attention *which* column a token is.
+    e_j is a per-column embedding added to every token of that column. b_j (or, for a
+    categorical column, its own table) already differs per column, so e_j folds into them:
+    it adds parameters, not expressive power (exercise 4 of chapter 6). It would tell the
+    columns apart only if they shared one weight vector or one table.
     """
 
     def __init__(self, n_numeric: int, cardinalities: Sequence[int] = (), d_model: int = 32):
