@@ -85,7 +85,7 @@ SHA256: dict[str, str] = {
     "multi30k/val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
     "pretrained/gpt_imdb.pt": "096e340cf7c4c190ef5423b605f19bbeeb05cb321e19ffe049e53cecc047d819",
     "pretrained/encoder_imdb.pt": "366a576a2385c274f317fa830b105944a8b989cf45022e7cf55a9c5fdc0016e6",
-    "pretrained/forecasters_05.pt": "bad1e5547f761f55eef8d3bd9fac6c43a6e7c1fe245b830685aeba5a20c4d9fd",
+    "pretrained/forecasters_05.pt": "0471cb0a37685b70802348ba3117bb1ca6423843d5d111da1c0fea87dcf38c3d",
 }
 
 BEIJING_FILE = "beijing_pm25/PRSA_data_2010.1.1-2014.12.31.csv"
