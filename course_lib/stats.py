@@ -286,6 +286,27 @@ def verdict(interval: Interval, lower_is_better: bool = True, names=("A", "B"),
     return f"{a} is ahead of {b}" if a_ahead else f"{b} is ahead of {a}"
 
 
+def stable_verdict(intervals, lower_is_better: bool = True, names=("A", "B"),
+                   zero: str = "inconclusive") -> str:
+    """The verdict that several intervals of the same difference agree on, else inconclusive.
+
+    A percentile interval moves a little with the bootstrap's own seed; when an end sits near
+    0, one seed can say "ahead" and another "inconclusive". Pass the intervals of one
+    comparison computed with several bootstrap seeds: if every one gives the same
+    ``verdict``, that is the answer; if they disagree, no winner is shown.
+    """
+    intervals = [intervals] if isinstance(intervals, Interval) else list(intervals)
+    if len(intervals) < 2 or not all(isinstance(iv, Interval) for iv in intervals):
+        raise ValueError("stable_verdict needs a list of 2+ Interval objects, one per "
+                         "bootstrap seed, e.g. [stats.bootstrap(fn, a, b, seed=s) for s in range(6)]")
+    found = {verdict(iv, lower_is_better, names, zero) for iv in intervals}
+    if len(found) == 1:
+        return found.pop()
+    a, b = names
+    return (f"inconclusive: {a} vs {b} (the verdict changes with the bootstrap seed, "
+            f"{len(intervals)} seeds)")
+
+
 def bleu_statistics(hypotheses, references, metric=None) -> np.ndarray:
     """Per-sentence BLEU counts, [N, 2 + 2 * order]: system length, reference length, the
     matched n-grams for n = 1..order, then the hypothesis n-grams for n = 1..order.

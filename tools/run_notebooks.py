@@ -15,7 +15,8 @@ that folder.
 
 Each notebook runs in a fresh kernel with ``notebooks/`` as its working directory, with
 ``COURSE_PROFILE=<profile>`` and ``COURSE_PROGRESS=text`` (progress bars as one final line)
-in its environment. No papermill parameter is passed (see ``run_one``).
+in its environment; the full profile also sets ``COURSE_THREADS`` to every core unless it is
+set (``pin_threads``). No papermill parameter is passed (see ``run_one``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+
+
+def pin_threads(profile: str, env: dict[str, str]) -> None:
+    """Give a full-profile run every core: its numbers and timings are committed.
+
+    Left alone, ``runtime.choose_threads`` subtracts the 1-minute load average, so a notebook
+    started right after another one ran on 1 thread of 2 (and failed its own timing check).
+    A ``$COURSE_THREADS`` already set wins; other profiles keep the load-aware choice.
+    """
+    if profile == "full" and not env.get("COURSE_THREADS"):
+        env["COURSE_THREADS"] = str(os.cpu_count() or 1)
 
 
 def run_one(nb: Path, out: Path, profile: str, kernel: str, env: dict[str, str]) -> float:
@@ -111,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no such notebook: {nb}")
 
     env = dict(os.environ, COURSE_PROGRESS="text", COURSE_PROFILE=args.profile)
+    pin_threads(args.profile, env)
     if args.profile == "full":
         if args.output_dir:
             parser.error("--profile full rewrites the committed notebooks in place; "

@@ -49,6 +49,24 @@ def test_tie_and_determinism():
     assert str(one).startswith(f"{one.estimate:.4g} [")
 
 
+def test_stable_verdict_needs_every_bootstrap_seed_to_agree():
+    ahead = stats.Interval(0.5, 0.2, 0.8, 0.95)  # A - B > 0 throughout: B ahead (lower wins)
+    grazing = stats.Interval(0.5, -0.01, 1.0, 0.95)  # the same gap, one end just past 0
+    assert stats.stable_verdict([ahead, ahead], names=("a", "b")) == "b is ahead of a"
+    mixed = stats.stable_verdict([ahead, grazing, ahead], names=("a", "b"))
+    assert mixed.startswith("inconclusive: a vs b") and "3 seeds" in mixed
+    assert stats.stable_verdict([grazing] * 2, names=("a", "b")) == (
+        "inconclusive: a vs b (the interval contains 0)")
+    # with real bootstrap seeds: a clear gap agrees everywhere
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(1.0, 1, 300), rng.normal(0.0, 1, 300)
+    ivs = [stats.bootstrap(lambda p, q: np.mean(p - q), x, y, seed=s) for s in range(4)]
+    assert stats.stable_verdict(ivs, lower_is_better=False, names=("x", "y")) == "x is ahead of y"
+    for bad in ([], [0.1, 0.2], ahead, [ahead]):
+        with pytest.raises(ValueError, match="list of 2"):
+            stats.stable_verdict(bad)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: stats.bootstrap(np.mean), "at least one array"),
     (lambda: stats.bootstrap(np.mean, [1.0, 2.0], level=95), "level must be between 0 and 1"),
