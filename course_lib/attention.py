@@ -107,7 +107,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, bias=None, dropout_p: float
         # a row with nothing to attend to is all -inf -> NaN after softmax; make it zeros
         weights = weights.masked_fill(~mask, 0.0)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)  # after the softmax, as in the paper
+        # on the weights, after the softmax, as tensor2tensor and nn.MultiheadAttention do
+        # (the paper itself describes dropout only on sub-layer outputs and embedding sums)
+        weights = F.dropout(weights, p=dropout_p)
     return weights @ v, weights
 
 

@@ -83,7 +83,7 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"sequence length {offset + L} exceeds max_len={self.max_len} of this learned "
                 f"positional embedding: it has no vector for positions {self.max_len} and beyond. "
                 f"Build it with a larger max_len (and train it), or use sinusoidal or ALiBi "
-                f"positions, which extend to any length."
+                f"positions, which are defined for any length."
             )
         pos = torch.arange(offset, offset + L, device=x.device)
         return self.dropout(x + self.embedding(pos))  # [L, d] broadcasts over the batch

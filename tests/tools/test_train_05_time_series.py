@@ -96,8 +96,8 @@ def test_the_committed_table_was_written_by_the_committed_script():
     assert meta["script_sha256"] == sha256(SCRIPT), (
         "scripts/train_05_time_series.py changed after it wrote book/results/search/"
         "train_05_time_series.* and data/pretrained/forecasters_05.pt: rerun it (python "
-        "scripts/train_05_time_series.py, about 100 minutes) and rerun the chapter, or undo the "
-        "change")
+        "scripts/train_05_time_series.py, about 90 minutes on 2 cores) and rerun the chapter, "
+        "or undo the change")
     assert meta["profile"] == "full"
     check_table({**meta, "_folder": str(RESULTS)}, table)
 
