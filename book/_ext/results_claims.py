@@ -146,10 +146,13 @@ def load_claims(path: Path, language: str | None = None) -> list[dict]:
         if entry["ours"].get("ratio"):
             raise ClaimError(f"{where}: only the baseline can be `ratio: true`")
         interval = entry.get("interval")
-        if interval is not None and (not isinstance(interval, dict)
-                                     or set(interval) != {"low", "high"}):
-            raise ClaimError(f"{where}: interval needs exactly the keys low and high, "
-                             f"got {interval!r}")
+        if interval is not None and (
+                not isinstance(interval, dict) or not {"low", "high"} <= set(interval)
+                or set(interval) - {"low", "high", "envelope"}
+                or interval.get("envelope", True) is not True):
+            raise ClaimError(f"{where}: interval needs the keys low and high, and optionally "
+                             f"envelope: true (its ends are the lowest and highest over "
+                             f"several bootstrap seeds' 95% intervals); got {interval!r}")
         for key in TRANSLATIONS:
             if key not in entry:
                 if key == lang:
@@ -236,6 +239,7 @@ class Row:
     baseline: Side
     low: float | None = None  # 95% interval of ours - baseline
     high: float | None = None
+    envelope: bool = False  # low and high span several bootstrap seeds' 95% intervals
 
     @property
     def gap(self) -> float:
@@ -271,7 +275,8 @@ def basis_text(row: Row, language: str | None = "en") -> str:
     """What the verdict rests on, in words."""
     text = texts(language)
     if row.low is not None:
-        return text["basis_contains" if row.verdict == "inconclusive" else "basis_excludes"]
+        key = "basis_contains" if row.verdict == "inconclusive" else "basis_excludes"
+        return text[key + ("_envelope" if row.envelope else "")]
     seeds = row.ours.seeds
     if seeds and seeds > 1:
         return text["basis_seeds"].format(seeds=seeds)
@@ -368,6 +373,7 @@ def bind(entry: dict, cards: dict[str, dict], language: str | None = None) -> Ro
     if entry.get("interval"):
         row.low = _number(card, entry["interval"]["low"], chapter, "interval low")
         row.high = _number(card, entry["interval"]["high"], chapter, "interval high")
+        row.envelope = bool(entry["interval"].get("envelope"))
         if row.low > row.high:
             raise ClaimError(f"book/claims.yml: chapter {chapter}: interval low {row.low} is "
                              f"above high {row.high}; check the two keys")
@@ -405,7 +411,8 @@ def gap_text(row: Row, language: str | None = "en") -> str:
     text = texts(language)
     out = text["gap"].format(gap=fmt_signed(row.gap))
     if row.low is not None:
-        out += text["gap_interval"].format(low=fmt_signed(row.low), high=fmt_signed(row.high))
+        key = "gap_interval_envelope" if row.envelope else "gap_interval"
+        out += text[key].format(low=fmt_signed(row.low), high=fmt_signed(row.high))
     return out
 
 

@@ -50,6 +50,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "verdict_better": "better", "verdict_worse": "worse", "verdict_equal": "equal",
         "basis_contains": "the 95% interval of the gap contains 0",
         "basis_excludes": "the 95% interval of the gap excludes 0",
+        "basis_contains_envelope": "the gap's 95% intervals over several bootstrap seeds "
+                                   "together span 0",
+        "basis_excludes_envelope": "the gap's 95% interval excludes 0 with every bootstrap "
+                                   "seed",
         "basis_seeds": "no interval for the gap: means over {seeds} seeds",
         "basis_single": "no interval: single run",
         "basis_repeats": "no interval: medians over {repeats} interleaved repeats of one run",
@@ -59,6 +63,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "list_sep": ", ",
         "gap": "gap {gap}",
         "gap_interval": ", 95% interval [{low}, {high}]",
+        "gap_interval_envelope": ", 95% intervals over bootstrap seeds span [{low}, {high}]",
         # results-claims: the figure
         "fig_no_interval": "{verdict} (no interval)",
         "fig_label": "{chapter} \u00b7 {ours} vs {baseline}",
@@ -74,7 +79,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "linear within a few percent of 0 and logarithmic beyond, so that a gap of half a "
             "percent and a speed-up of several times both stay readable; a triangle at the "
             "right edge marks a ratio beyond the axis. Whiskers: the spread of our number over "
-            "seeds, where the card has one. Light blue bar: the 95% interval of the gap, "
+            "seeds, where the card has one. Light blue bar: the 95% interval of the gap (or the "
+            "span of such intervals over several bootstrap seeds, where the table says so), "
             "where the card has one; a bar that crosses 0 is inconclusive. Drawn from the cards "
             "when the book is built."),
         # results-seeds
@@ -109,6 +115,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "verdict_better": "更好", "verdict_worse": "更差", "verdict_equal": "相等",
         "basis_contains": "差值的 95% 区间包含 0",
         "basis_excludes": "差值的 95% 区间不包含 0",
+        "basis_contains_envelope": "差值在多个自助法随机种子下的 95% 区间合起来覆盖 0",
+        "basis_excludes_envelope": "差值的 95% 区间在每个自助法随机种子下都不包含 0",
         "basis_seeds": "差值没有区间：{seeds} 个随机种子的均值",
         "basis_single": "没有区间：单次运行",
         "basis_repeats": "没有区间：同一次运行中 {repeats} 次交错重复的中位数",
@@ -118,6 +126,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "list_sep": "，",
         "gap": "差值 {gap}",
         "gap_interval": "，95% 区间 [{low}, {high}]",
+        "gap_interval_envelope": "，多个自助法随机种子下的 95% 区间合起来覆盖 [{low}, {high}]",
         "fig_no_interval": "{verdict}（无区间）",
         "fig_label": "{chapter} \u00b7 {ours} 对比 {baseline}",
         "fig_not_positive": "  数值不为正：见上表",
@@ -129,7 +138,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "我们的数值除以基线的数值再减一；越低越好时为基线的数值除以我们的数值再减一）。"
             "刻度在 0 附近几个百分点之内是线性的，之外是对数的，因此半个百分点的差距和数倍的"
             "加速都清晰可读；右边缘的三角形表示比值超出了坐标轴。误差线：我们的数值在多个随机种子"
-            "之间的离散程度（卡片中有此项时）。浅蓝色条：差值的 95% 区间（卡片中有此项时）；"
+            "之间的离散程度（卡片中有此项时）。浅蓝色条：差值的 95% 区间（表中注明时，为多个自助法"
+            "随机种子下这些区间合起来覆盖的范围；卡片中有此项时）；"
             "跨过 0 的条表示无定论。此图在构建本书时根据结果卡片绘制。"),
         "seeds_one": "每张卡片都记录随机种子 {seed} 为其运行的随机种子",
         "seeds_many": "各卡片记录的随机种子为 {seeds}",

@@ -228,7 +228,11 @@ def test_lookup_walks_nested_names_with_dots():
     (claim(verdict="ahead"), r"unknown fields \['verdict'\]"),  # a verdict is never typed
     (claim(ours={"label": "m"}), "ours needs exactly one of key or ratio"),
     (claim(ours={"label": "m", "ratio": True}), "only the baseline can be"),
-    (claim(interval={"low": "metrics.gap_low"}), "interval needs exactly the keys low and high"),
+    (claim(interval={"low": "metrics.gap_low"}), "interval needs the keys low and high"),
+    (claim(interval={"low": "metrics.gap_low", "high": "metrics.gap_high", "envelope": "yes"}),
+     "optionally envelope: true"),
+    (claim(interval={"low": "metrics.gap_low", "high": "metrics.gap_high", "seeds": 6}),
+     "optionally envelope: true"),
 ])
 def test_claims_file_is_checked(tmp_path, entry, message):
     import yaml
@@ -314,6 +318,28 @@ def test_verdict_with_an_interval(low, high, better, verdict):
     r = row(low, high, better=better)
     assert r.verdict == verdict
     assert ("contains 0" in r.basis) == (verdict == "inconclusive")
+
+
+def test_an_envelope_over_bootstrap_seeds_is_worded_as_one(tmp_path):
+    """An interval bound with `envelope: true` spans several bootstrap seeds' intervals: the
+    verdict is computed as for one interval, and the basis and gap say what it is."""
+    import yaml
+
+    path = tmp_path / "claims.yml"
+    entry = claim(interval={"low": "metrics.gap_low", "high": "metrics.gap_high",
+                            "envelope": True}, zh=ZH)
+    path.write_text(yaml.safe_dump([entry], allow_unicode=True), encoding="utf-8")
+    (tmp_path / "05_demo.json").write_text(json.dumps(CARD), encoding="utf-8")
+    r = rc.bind_all(path, tmp_path)[0]
+    assert r.envelope and r.verdict == "ahead"
+    assert r.basis == "the gap's 95% interval excludes 0 with every bootstrap seed"
+    assert "over bootstrap seeds span [-0.07, -0.03]" in rc.gap_text(r)
+    assert "每个自助法随机种子" in rc.basis_text(r, "zh_CN")
+    spanning = row(-0.01, 0.02)
+    spanning.envelope = True
+    assert spanning.verdict == "inconclusive"
+    assert spanning.basis == "the gap's 95% intervals over several bootstrap seeds together span 0"
+    assert not row(-0.07, -0.03).envelope  # a plain interval unless the claim says so
 
 
 def test_a_timing_says_it_rests_on_repeats_not_on_an_interval():
