@@ -51,7 +51,9 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
     Measured with the profiler's memory tracking: every operator's net allocation,
     taken in the order the operators start; the peak is the largest running total.
     Tensors that ``fn`` returns count (they are alive at the end). Only PyTorch's CPU
-    allocations are seen, not Python objects and not GPU memory.
+    allocations are seen, not Python objects and not GPU memory. What one operator
+    allocates and frees again before it returns nets out: for a fused kernel (one
+    operator) this sees little more than its output; ``peak_rss_growth`` sees it all.
     """
     _check_callable(fn)
     with _quiet_stderr():
@@ -65,6 +67,43 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
         peak = max(peak, current)
     del result
     return int(peak)
+
+
+CLEAR_REFS = "/proc/self/clear_refs"  # Linux: writing "5" resets the peak resident size
+
+
+def peak_rss_growth(fn: Callable[[], object], clear_refs: str = CLEAR_REFS) -> int | None:
+    """How far ``fn()`` raised this process's peak resident memory, in bytes (None where the
+    operating system cannot say).
+
+    Linux only: writing ``5`` to ``/proc/self/clear_refs`` resets the peak (``VmHWM`` in
+    ``/proc/self/status``) to the memory resident now; the peak after ``fn()`` minus the
+    resident memory before it is what ``fn`` needed on top. Every allocation counts,
+    inside an operator too, which ``peak_cpu_memory`` cannot see. Coarse: memory that the
+    allocator kept from earlier calls and hands out again does not show, so use it for
+    large allocations (tens of MB and more) and repeat it. Returns None on other systems
+    and where the reset is not allowed.
+    """
+    _check_callable(fn)
+    try:
+        with open(clear_refs, "w") as f:
+            f.write("5")
+        before = _status_bytes("VmRSS")
+    except OSError:
+        return None
+    result = fn()
+    peak = _status_bytes("VmHWM")
+    del result
+    return max(0, peak - before)
+
+
+def _status_bytes(field: str) -> int:
+    """A memory field of /proc/self/status (reported in kB), in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"/proc/self/status has no {field}")
 
 
 def loglog_slope(x, y) -> float:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from course_lib import attention
+from course_lib import cost
 from course_lib.cost import loglog_slope, peak_cpu_memory, time_call
 
 MB = 1_000_000
@@ -75,6 +76,37 @@ def test_peak_memory_passes_errors_through():
 
     with pytest.raises(RuntimeError, match="inside"):
         peak_cpu_memory(boom)
+
+
+# --------------------------------------------------------------------------- peak_rss_growth
+needs_clear_refs = pytest.mark.skipif(cost.peak_rss_growth(lambda: None) is None,
+                                      reason="no /proc/self/clear_refs (Linux only)")
+
+
+@needs_clear_refs
+def test_peak_rss_sees_memory_freed_before_the_call_returns():
+    def transient():  # 200 MB touched, then freed: nothing survives the call
+        x = torch.ones(50_000_000)
+        return float(x[-1])
+
+    grown = [cost.peak_rss_growth(transient) for _ in range(3)]
+    assert max(grown) >= 150 * MB, grown  # the profiler's netting would report about 0
+    assert cost.peak_rss_growth(lambda: None) < 50 * MB
+
+
+@needs_clear_refs
+def test_peak_rss_sees_the_math_path_build_the_score_matrix():
+    q = torch.randn(4, 4096, 16)  # 3-D: F.sdpa takes the math path, [4, 4096, 4096] scores
+    grown = [cost.peak_rss_growth(
+        lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)) for _ in range(3)]
+    assert max(grown) >= 4 * 4096 * 4096 * 4, grown  # at least one score matrix (268 MB)
+
+
+def test_peak_rss_without_the_reset_is_none(tmp_path):
+    missing = tmp_path / "no_such_dir" / "clear_refs"
+    assert cost.peak_rss_growth(lambda: None, clear_refs=str(missing)) is None
+    with pytest.raises(TypeError):
+        cost.peak_rss_growth(torch.empty(3))
 
 
 # --------------------------------------------------------------------------- loglog_slope
