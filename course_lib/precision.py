@@ -1,7 +1,7 @@
 """Mixed precision: run the big matrix products in bfloat16 where that makes training faster.
 
     mp = precision.choose(device)              # bf16, fp16 or fp32 for this machine (see below)
-    with mp.autocast():                        # matmuls in bf16; softmax, losses, norms in fp32
+    with mp.autocast():                        # matmuls in bf16, losses in fp32 (chapter 11)
         loss = model.loss(batch)
     mp.step(loss, optimizer, model.parameters(), clip_grad_norm=1.0)
 
@@ -68,8 +68,9 @@ CARD_NAMES = {"fp32": "float32", "bf16": "bf16 autocast", "fp16": "fp16 autocast
 # bf16 must be this much faster than float32 (median step time) to be chosen on a CPU. Two
 # reasons for a margin rather than "faster at all": a probe of a few seconds on a small shared
 # machine is noisy (nine probes on the course's loaded 2-core machine ranged 0.14x-0.18x,
-# about +-10 %), and bf16 is not free: 8 significant bits instead of 24 cost some quality
-# (the appendix measures it), which only a clearly real speed-up pays for.
+# about +-10 %), and bf16 is not free: 8 significant bits instead of 24 can cost quality
+# (the appendix detects no cost in 100 steps; longer runs are not measured), a risk that
+# only a clearly real speed-up pays for.
 BF16_MARGIN = 1.15
 PROBE_FILE = "precision_probe.json"
 PROBE_SOURCES = ("measured", "cached", "skipped", "failed", "override", "not cpu")
