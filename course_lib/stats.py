@@ -298,7 +298,8 @@ def stable_verdict(intervals, lower_is_better: bool = True, names=("A", "B"),
     intervals = [intervals] if isinstance(intervals, Interval) else list(intervals)
     if len(intervals) < 2 or not all(isinstance(iv, Interval) for iv in intervals):
         raise ValueError("stable_verdict needs a list of 2+ Interval objects, one per "
-                         "bootstrap seed, e.g. [stats.bootstrap(fn, a, b, seed=s) for s in range(6)]")
+                         "bootstrap seed, e.g. "
+                         "[stats.bootstrap(fn, a, b, seed=s) for s in range(6)]")
     found = {verdict(iv, lower_is_better, names, zero) for iv in intervals}
     if len(found) == 1:
         return found.pop()

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import attention
-from course_lib import cost
+from course_lib import attention, cost
 from course_lib.cost import loglog_slope, peak_cpu_memory, time_call
 
 MB = 1_000_000
