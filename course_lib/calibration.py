@@ -118,7 +118,7 @@ def reliability_plot(models: dict, ax, ax_share=None, colors=None):
                 label=f"{name}: ECE {ece(sums):.3f}")
         if ax_share is not None:
             edges = np.linspace(0, 1, sums["count"].shape[1] + 1)
-            ax_share.step(edges[:-1], curve["share"], where="post", color=color)
+            ax_share.stairs(curve["share"], edges, color=color)  # every bin its full width
     ax.plot([0, 1], [0, 1], ls="--", color="grey", label="calibrated")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)

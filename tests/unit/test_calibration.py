@@ -88,5 +88,9 @@ def test_reliability_plot_draws_each_model_and_the_diagonal():
     calibration.reliability_plot({"a": sums, "b": sums}, ax=ax, ax_share=ax_share)
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels[-1] == "calibrated" and labels[0].startswith("a: ECE ")
-    assert len(ax.get_lines()) == 3 and len(ax_share.get_lines()) == 2
+    assert len(ax.get_lines()) == 3 and len(ax_share.patches) == 2
+    for patch in ax_share.patches:  # one step per bin, the last bin drawn up to confidence 1
+        values, edges = patch.get_data()[:2]
+        assert len(values) == 15 and edges[0] == 0 and edges[-1] == 1
+        np.testing.assert_allclose(values, calibration.reliability(sums)["share"])
     plt.close(fig)
