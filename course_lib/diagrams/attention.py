@@ -120,8 +120,8 @@ def query_over_hours(hours=72):
     arrow(ax, (x_box.x, v_y - 0.12), out.top)
     note(ax, x_box.x + 0.12, (v_y + out.y) / 2 + 0.08, "$\\sum_j$ weight$_j$ $v_j$",
          ha="left", size=FONT)
-    pattern = ("the latest hours and the same hour one and two days earlier get most of "
-               "the weight" if hours > 48 else "a few of the latest hours get most of the weight")
+    pattern = ("the latest hours and the same hour one and two days earlier get the largest "
+               "weights" if hours > 48 else "a few of the latest hours get the largest weights")
     note(ax, 5.0, 0.35, f"Illustrative weights (not from a trained model): {pattern}.",
          size=SMALL)
     return fig
