@@ -41,7 +41,7 @@ def test_the_committed_run_is_the_notebooks_code_run_by_the_committed_script():
     run = json.loads(COMMITTED.read_text())
     assert run["script_sha256"] == sha256(SCRIPT), (
         "scripts/ablate_09_smoothing.py changed after it wrote book/results/search/"
-        "09_smoothing.json: run it again (about 22 minutes on 2 threads) or undo the change")
+        "09_smoothing.json: run it again (22 to 24 minutes on 2 threads) or undo the change")
     assert run["notebook_code_sha256"] == results.code_sha256(NOTEBOOK), (
         "a code cell of notebooks/09_translation.ipynb changed after the ablation ran: run "
         "scripts/ablate_09_smoothing.py again (chapter 9 refuses a stale ablation)")
